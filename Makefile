@@ -1,0 +1,47 @@
+# Two entry points for a fresh machine (Python 3.10+, Node.js 18+ with npm):
+#   make synth   set up, then synthesize every stack offline into cdk.out/
+#   make test    set up, then run every test
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+# Node.js 22 from package.json runs both the CDK CLI and the app's jsii runtime (Node 20 is EOL).
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# Offline by default: never probe EC2 instance metadata, send no CLI telemetry.
+export AWS_EC2_METADATA_DISABLED ?= true
+export CDK_DISABLE_CLI_TELEMETRY ?= true
+
+.PHONY: synth test deps dev-deps lint bench dist clean
+
+synth: deps
+	npx cdk synth --quiet
+	@echo "templates: cdk.out/SpecDecodeData.template.json cdk.out/SpecDecodePlatform.template.json"
+
+test: dev-deps
+	$(BIN)/python -m pytest
+
+deps: $(VENV)/.runtime node_modules/.installed
+dev-deps: deps $(VENV)/.dev
+
+$(VENV)/.runtime: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+lint: dev-deps
+	$(BIN)/cfn-lint cdk.out/*.template.json
+
+bench: dev-deps
+	$(BIN)/python scripts/bench_synth.py
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -1,0 +1,89 @@
+"""Static facts the configuration is checked against: Trainium instance shapes and model families.
+
+Pure data plus small pure functions; nothing here touches CDK, so it is cheap to test.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainiumInstance:
+    """One Trainium instance type as the Neuron device plugin sees it."""
+
+    name: str
+    neuron_devices: int
+    physical_cores_per_device: int
+    vcpus: int
+    memory_gib: int
+    # Logical NeuronCore configurations (LNC) the chip supports: Trainium1 has only 1,
+    # Trainium2 groups 1 or 2 physical cores into one logical core.
+    lnc_options: tuple[int, ...]
+
+    def logical_cores_per_device(self, lnc: int) -> int:
+        return self.physical_cores_per_device // lnc
+
+    def logical_cores(self, lnc: int) -> int:
+        return self.neuron_devices * self.logical_cores_per_device(lnc)
+
+
+# Shapes from the EC2 accelerated-computing instance pages for Trn1/Trn2.
+TRAINIUM_INSTANCES: dict[str, TrainiumInstance] = {
+    t.name: t
+    for t in (
+        TrainiumInstance("trn1.2xlarge", 1, 2, 8, 32, (1,)),
+        TrainiumInstance("trn1.32xlarge", 16, 2, 128, 512, (1,)),
+        TrainiumInstance("trn1n.32xlarge", 16, 2, 128, 512, (1,)),
+        TrainiumInstance("trn2.48xlarge", 16, 8, 192, 2048, (1, 2)),
+        TrainiumInstance("trn2u.48xlarge", 16, 8, 192, 2048, (1, 2)),
+    )
+}
+
+# Accelerated families that are not Trainium: named in the error so the mistake is obvious.
+NON_TRAINIUM_ACCELERATOR_PREFIXES = ("inf1", "inf2", "p3", "p4", "p5", "p6", "g4", "g5", "g6", "dl1", "dl2")
+
+# Kubernetes versions the pinned kubectl layer (kubectl 1.35) may drive: kubectl supports
+# one minor version of skew either side of its own.
+KUBECTL_LAYER_VERSION = "1.35"
+SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+CAPACITY_MODES = ("on-demand", "capacity-block", "reservation")
+ENDPOINT_ACCESS_MODES = ("public-and-private", "private")
+SPECULATION_METHODS = ("eagle", "eagle3")
+MIN_SPECULATIVE_TOKENS = 1
+MAX_SPECULATIVE_TOKENS = 15
+
+# Models known to share one tokenizer; a draft model must come from the target's family.
+_KNOWN_FAMILIES: tuple[tuple[str, str], ...] = (
+    (r"^Qwen/Qwen3-", "Qwen3"),
+    (r"^Qwen/Qwen2\.5-", "Qwen2.5"),
+    (r"^meta-llama/(Meta-)?Llama-3(\.\d+)?-", "Llama-3"),
+    (r"^meta-llama/Llama-2-", "Llama-2"),
+    (r"^mistralai/Mistral-", "Mistral"),
+)
+_SIZE = re.compile(r"-(\d+(?:\.\d+)?)B(?=$|[-_])", re.IGNORECASE)
+HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def model_family(model_id: str) -> str:
+    """Tokenizer family of a Hugging Face model id.
+
+    Known families come from the table above; otherwise the family is the id up to its size
+    suffix ("org/Name-7B-Instruct" -> "org/Name"), which is how model families are named.
+    """
+    for pattern, family in _KNOWN_FAMILIES:
+        if re.match(pattern, model_id):
+            return family
+    match = _SIZE.search(model_id)
+    return model_id[: match.start()] if match else model_id
+
+
+def model_size_billions(model_id: str) -> float | None:
+    """Parameter count in billions parsed from the id ("Qwen3-1.7B" -> 1.7), None if absent."""
+    match = _SIZE.search(model_id)
+    return float(match.group(1)) if match else None

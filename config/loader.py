@@ -1,0 +1,127 @@
+"""Build a PlatformConfig from CDK context (cdk.json, then ``-c key=value``) and the environment.
+
+Values from cdk.json arrive as JSON types, values from ``-c`` as strings; both are coerced to the
+field's declared type here, so a wrong type is reported like any other bad value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import MISSING, fields, replace
+from typing import Any, Mapping, get_type_hints
+
+from .errors import ConfigError, Problem
+from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, sections
+from .validate import validate
+
+_TRUE = ("true", "yes", "1", "on")
+_FALSE = ("false", "no", "0", "off")
+
+
+def all_keys() -> list[str]:
+    """Every context key the configuration understands, in documentation order."""
+    return [f"{name}.{f.name}" for name, cls in sections().items() for f in fields(cls)]
+
+
+def load_config(context: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> PlatformConfig:
+    """Merge defaults, derived defaults and context; raise ConfigError listing every problem."""
+    environ = {} if environ is None else environ
+    problems: list[Problem] = []
+    known = set(all_keys())
+    for key in context:
+        if key.split(".", 1)[0] in sections() and key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            problems.append(
+                Problem(key, context[key], "is not a setting", f"did you mean {hint[0]}?" if hint else "see the README's table")
+            )
+
+    built: dict[str, Any] = {}
+    for name, cls in sections().items():
+        hints = get_type_hints(cls)
+        values = {}
+        for f in fields(cls):
+            key = f"{name}.{f.name}"
+            if key not in context:
+                continue
+            try:
+                values[f.name] = coerce(context[key], hints[f.name])
+            except ValueError as err:
+                problems.append(Problem(key, context[key], str(err)))
+        built[name] = cls(**values)
+    # Fields with unusable values keep their defaults, so every other rule still gets checked and
+    # the user sees all problems at once; rules about an already-reported field are dropped.
+    config = _fill_derived(PlatformConfig(**built), environ)
+    reported = {p.key for p in problems}
+    problems += [p for p in validate(config) if p.key not in reported]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> PlatformConfig:
+    env = config.env
+    # The CDK CLI always sets CDK_DEFAULT_REGION (us-east-1 when nothing is configured) but sets
+    # CDK_DEFAULT_ACCOUNT only when credentials resolve; without an account the region is just its
+    # fallback, so the offline defaults apply to both.
+    resolved = environ.get("CDK_DEFAULT_ACCOUNT")
+    region = env.region or (resolved and environ.get("CDK_DEFAULT_REGION")) or OFFLINE_REGION
+    env = replace(
+        env,
+        account=env.account or resolved or OFFLINE_ACCOUNT,
+        region=region,
+        availability_zones=env.availability_zones or tuple(f"{region}{letter}" for letter in "abc"),
+    )
+    neuron = config.neuron_nodes
+    if not neuron.availability_zone:
+        neuron = replace(neuron, availability_zone=env.availability_zones[0])
+    return replace(config, env=env, neuron_nodes=neuron)
+
+
+def coerce(value: Any, kind: Any) -> Any:
+    """Convert a context value to ``kind`` (str, int, bool, tuple[str, ...]) or raise ValueError."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ValueError("expected true or false")
+    if kind is int:
+        if isinstance(value, bool):
+            raise ValueError("expected a whole number")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ValueError("expected a whole number")
+    if kind is str:
+        if isinstance(value, str):
+            return value.strip()
+        raise ValueError("expected text")
+    if getattr(kind, "__origin__", None) is tuple:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"expected a JSON list or comma-separated text ({err.msg})") from None
+            else:
+                value = [part for part in (p.strip() for p in text.split(",")) if part]
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(v.strip() for v in value)
+        raise ValueError("expected a list of text values")
+    raise TypeError(f"unsupported setting type {kind!r}")  # a programming error, not user input
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """Field name -> default of one section (used by the docs generator)."""
+    out = {}
+    for f in fields(cls):
+        out[f.name] = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+    return out

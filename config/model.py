@@ -1,0 +1,153 @@
+"""The typed configuration: the single source of every setting.
+
+Each section is a frozen dataclass; each field carries its documentation (``doc``), which the
+README's configuration table is generated from (``python -m config.docs``). Defaults equal the
+reference setup (../shared/REFERENCE.md section 1). A field whose default depends on another
+field (the availability zones depend on the region) has ``derived`` set and an empty default;
+the loader fills it in.
+
+Context key of a field = ``<section>.<field>``, e.g. ``serving.tensor_parallel_size``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+OFFLINE_ACCOUNT = "123456789012"
+OFFLINE_REGION = "us-east-2"
+
+
+def setting(default: Any, doc: str, *, derived: str = "") -> Any:
+    """A configuration field: its default, one line of documentation, and how it is derived."""
+    return field(default=default, metadata={"doc": doc, "derived": derived})
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    account: str = setting(
+        "", "AWS account to deploy to.", derived=f"`CDK_DEFAULT_ACCOUNT` (set by the CLI when credentials resolve), else `{OFFLINE_ACCOUNT}`"
+    )
+    region: str = setting(
+        "", "AWS region to deploy to; it must offer your Trainium type.", derived=f"`CDK_DEFAULT_REGION` when an account resolved, else `{OFFLINE_REGION}`"
+    )
+    availability_zones: tuple[str, ...] = setting(
+        (),
+        "AZs the VPC spans (at least 2, EKS needs two). Must include `neuron_nodes.availability_zone`.",
+        derived="`<region>a`, `<region>b`, `<region>c`",
+    )
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    vpc_cidr: str = setting("10.40.0.0/16", "IPv4 CIDR of the VPC (/16 to /20; private subnets get a quarter each).")
+    nat_gateways: int = setting(1, "NAT gateways for the private subnets (1 saves cost, one per AZ survives an AZ loss).")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    name: str = setting("specdecode-trn2", "EKS cluster name; also names the log groups.")
+    kubernetes_version: str = setting("1.35", "Kubernetes version (the kubectl layer is v1.35: 1.34 to 1.36 allowed).")
+    endpoint_access: str = setting(
+        "public-and-private", "API endpoint: `public-and-private` (public side limited to `public_access_cidrs`) or `private`."
+    )
+    public_access_cidrs: tuple[str, ...] = setting(
+        ("0.0.0.0/0",), "CIDRs allowed to reach the public API endpoint (authentication is still IAM)."
+    )
+    admin_principal_arns: tuple[str, ...] = setting(
+        (), "IAM role or user ARNs given cluster-admin through EKS access entries (comma-separated on `-c`)."
+    )
+
+
+@dataclass(frozen=True)
+class SystemNodeSettings:
+    instance_type: str = setting("m7i.xlarge", "Instance type of the system node group (CoreDNS, add-ons, benchmark pod).")
+    min_size: int = setting(2, "Minimum system nodes.")
+    desired_size: int = setting(2, "Desired system nodes.")
+    max_size: int = setting(3, "Maximum system nodes.")
+    disk_size_gib: int = setting(50, "Root volume of a system node, GiB.")
+
+
+@dataclass(frozen=True)
+class NeuronNodeSettings:
+    instance_type: str = setting("trn2.48xlarge", "Trainium instance type of the Neuron node group.")
+    min_size: int = setting(0, "Minimum Neuron nodes (0 lets you scale to zero between runs).")
+    desired_size: int = setting(1, "Desired Neuron nodes; both services fit one trn2.48xlarge at TP 32.")
+    max_size: int = setting(1, "Maximum Neuron nodes.")
+    root_volume_gib: int = setting(500, "gp3 root volume of a Neuron node, GiB (the serving image alone is ~20 GB).")
+    root_volume_iops: int = setting(6000, "Provisioned IOPS of that gp3 volume (3000 to 16000): faster image pulls and cache reads.")
+    root_volume_throughput_mibps: int = setting(500, "Provisioned throughput of that gp3 volume, MiB/s (125 to 1000).")
+    capacity_mode: str = setting(
+        "on-demand", "`on-demand`, `capacity-block` (Capacity Block for ML) or `reservation` (on-demand capacity reservation)."
+    )
+    capacity_reservation_id: str = setting(
+        "", "Reservation id (`cr-...`) for `capacity-block` and `reservation`; must be empty for `on-demand`."
+    )
+    availability_zone: str = setting(
+        "",
+        "The one AZ the Neuron nodes run in: where your trn2 capacity (or reservation) is.",
+        derived="first of `env.availability_zones`",
+    )
+    logical_nc_config: int = setting(2, "Logical NeuronCore config (LNC): physical cores per logical core (Trn2: 1 or 2).")
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    target_model: str = setting("Qwen/Qwen3-32B", "Hugging Face id of the served (target) model.")
+    draft_model: str = setting("Qwen/Qwen3-1.7B", "Draft model of the speculative service; must share the target's tokenizer family.")
+    num_speculative_tokens: int = setting(7, "Tokens the draft proposes per step (k), 1 to 15.")
+    speculation_method: str = setting("eagle", "`method` in vLLM's speculative config (`eagle` on the 0.9.1 Neuron image, `eagle3` on newer).")
+    tensor_parallel_size: int = setting(32, "Tensor parallelism in logical NeuronCores; a whole number of devices.")
+    max_num_seqs: int = setting(4, "Batch limit (vLLM `--max-num-seqs`).")
+    max_model_len: int = setting(1024, "Context length (vLLM `--max-model-len`); at least benchmark input + output tokens.")
+    image: str = setting(
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
+        "Serving image, identical for both services; pinned by tag or digest.",
+    )
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    input_tokens: int = setting(64, "Input tokens per request.")
+    output_tokens: int = setting(600, "Output tokens per request.")
+    concurrent_requests: int = setting(4, "Requests in flight per service.")
+    requests_per_test_case: int = setting(8, "Completed requests per test case and service.")
+    metrics_namespace: str = setting("Qwen/LLMPerf", "CloudWatch namespace of the benchmark metrics.")
+
+
+@dataclass(frozen=True)
+class AddonSettings:
+    neuron_helm_chart_version: str = setting("1.10.0", "Version of `oci://public.ecr.aws/neuron/neuron-helm-chart`.")
+    neuron_scheduler: bool = setting(True, "Install the Neuron scheduler extension (contiguous device allocation).")
+    cloudwatch_observability_version: str = setting(
+        "", "Version of the `amazon-cloudwatch-observability` add-on; empty = EKS's default for the cluster version."
+    )
+    mountpoint_s3_csi_version: str = setting(
+        "", "Version of the `aws-mountpoint-s3-csi-driver` add-on; empty = EKS's default for the cluster version."
+    )
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    keep_bucket_on_destroy: bool = setting(
+        True, "Keep the data bucket (weights, compiled artifacts, results) on `cdk destroy`; false empties and deletes it."
+    )
+    log_retention_days: int = setting(30, "Retention of every log group the stacks create (a CloudWatch Logs period).")
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    env: EnvSettings = field(default_factory=EnvSettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    system_nodes: SystemNodeSettings = field(default_factory=SystemNodeSettings)
+    neuron_nodes: NeuronNodeSettings = field(default_factory=NeuronNodeSettings)
+    serving: ServingSettings = field(default_factory=ServingSettings)
+    benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
+    addons: AddonSettings = field(default_factory=AddonSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+
+
+def sections() -> dict[str, type]:
+    """Section name -> its dataclass, in declaration order."""
+    return {f.name: f.default_factory for f in fields(PlatformConfig)}  # type: ignore[misc]

@@ -1,0 +1,233 @@
+"""Cross-field rules. Each rule is a small pure function returning the problems it finds."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Callable, Iterable
+
+from . import catalog
+from .errors import Problem
+from .model import PlatformConfig
+
+ACCOUNT = re.compile(r"^\d{12}$")
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+# Access entries take the IAM role or user ARN; a session ARN (sts assumed-role) is a classic mistake.
+PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
+RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$")
+IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
+SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+# CloudWatch namespaces: printable ASCII without ':' first, not starting with 'AWS/'.
+NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}$")
+
+Rule = Callable[[PlatformConfig], Iterable[Problem]]
+
+
+def _range(key: str, value: int, low: int, high: int) -> Iterable[Problem]:
+    if not low <= value <= high:
+        yield Problem(key, value, "is out of range", f"{low} to {high}")
+
+
+def env_rules(c: PlatformConfig) -> Iterable[Problem]:
+    env = c.env
+    if not ACCOUNT.match(env.account):
+        yield Problem("env.account", env.account, "is not an AWS account id", "12 digits")
+    if not REGION.match(env.region):
+        yield Problem("env.region", env.region, "is not an AWS region name", "e.g. us-east-2")
+        return
+    az_pattern = re.compile(rf"^{re.escape(env.region)}[a-z]$")
+    for az in env.availability_zones:
+        if not az_pattern.match(az):
+            yield Problem("env.availability_zones", az, f"is not an availability zone of {env.region}", f"{env.region}a, {env.region}b, ...")
+    if len(set(env.availability_zones)) < 2:
+        yield Problem("env.availability_zones", env.availability_zones, "EKS needs subnets in at least two AZs", "2 or more distinct AZs")
+    if len(set(env.availability_zones)) != len(env.availability_zones):
+        yield Problem("env.availability_zones", env.availability_zones, "lists an AZ twice", "distinct AZs")
+
+
+def network_rules(c: PlatformConfig) -> Iterable[Problem]:
+    try:
+        net = ipaddress.IPv4Network(c.network.vpc_cidr)
+    except ValueError:
+        yield Problem("network.vpc_cidr", c.network.vpc_cidr, "is not an IPv4 CIDR", "e.g. 10.40.0.0/16")
+    else:
+        if not 16 <= net.prefixlen <= 20:
+            yield Problem("network.vpc_cidr", c.network.vpc_cidr, "leaves too few pod IPs", "/16 to /20")
+    yield from _range("network.nat_gateways", c.network.nat_gateways, 1, len(c.env.availability_zones))
+
+
+def cluster_rules(c: PlatformConfig) -> Iterable[Problem]:
+    cl = c.cluster
+    if not CLUSTER_NAME.match(cl.name):
+        yield Problem("cluster.name", cl.name, "is not a valid EKS cluster name", "1-100 letters, digits, '-' or '_', starting alphanumeric")
+    if cl.kubernetes_version not in catalog.SUPPORTED_KUBERNETES_VERSIONS:
+        yield Problem(
+            "cluster.kubernetes_version",
+            cl.kubernetes_version,
+            f"is not supported by the pinned kubectl layer (v{catalog.KUBECTL_LAYER_VERSION})",
+            ", ".join(catalog.SUPPORTED_KUBERNETES_VERSIONS),
+        )
+    if cl.endpoint_access not in catalog.ENDPOINT_ACCESS_MODES:
+        yield Problem("cluster.endpoint_access", cl.endpoint_access, "is not an endpoint mode", ", ".join(catalog.ENDPOINT_ACCESS_MODES))
+    for cidr in cl.public_access_cidrs:
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError:
+            yield Problem("cluster.public_access_cidrs", cidr, "is not an IPv4 CIDR", "e.g. 203.0.113.0/24")
+    for arn in cl.admin_principal_arns:
+        if not PRINCIPAL_ARN.match(arn):
+            hint = " (use the role's ARN, not an assumed-role session)" if ":assumed-role/" in arn else ""
+            yield Problem("cluster.admin_principal_arns", arn, "is not an IAM role or user ARN" + hint, "arn:aws:iam::<12 digits>:role/<name> or :user/<name>")
+
+
+def _group_sizes(prefix: str, low: int, desired: int, high: int, ceiling: int) -> Iterable[Problem]:
+    if not 0 <= low <= desired <= high:
+        yield Problem(f"{prefix}.desired_size", desired, f"must lie between min_size={low} and max_size={high}", "0 <= min_size <= desired_size <= max_size")
+    yield from _range(f"{prefix}.max_size", high, 1, ceiling)
+
+
+def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
+    s = c.system_nodes
+    if not re.match(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", s.instance_type):
+        yield Problem("system_nodes.instance_type", s.instance_type, "is not an EC2 instance type", "e.g. m7i.xlarge")
+    elif s.instance_type.startswith(("trn",) + catalog.NON_TRAINIUM_ACCELERATOR_PREFIXES):
+        yield Problem("system_nodes.instance_type", s.instance_type, "is an accelerator instance; the system group runs add-ons", "a general-purpose type such as m7i.xlarge")
+    yield from _group_sizes("system_nodes", s.min_size, s.desired_size, s.max_size, 20)
+    yield from _range("system_nodes.disk_size_gib", s.disk_size_gib, 20, 1000)
+
+
+def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
+    n = c.neuron_nodes
+    instance = catalog.TRAINIUM_INSTANCES.get(n.instance_type)
+    if instance is None:
+        known = ", ".join(catalog.TRAINIUM_INSTANCES)
+        accelerator = n.instance_type.startswith(catalog.NON_TRAINIUM_ACCELERATOR_PREFIXES)
+        problem = "is an accelerator but not Trainium" if accelerator else "is not a known Trainium instance type"
+        yield Problem("neuron_nodes.instance_type", n.instance_type, problem, known)
+    elif n.logical_nc_config not in instance.lnc_options:
+        yield Problem(
+            "neuron_nodes.logical_nc_config", n.logical_nc_config, f"is not supported on {instance.name}", ", ".join(map(str, instance.lnc_options))
+        )
+    yield from _group_sizes("neuron_nodes", n.min_size, n.desired_size, n.max_size, 64)
+    yield from _range("neuron_nodes.root_volume_gib", n.root_volume_gib, 100, 16384)
+    yield from _range("neuron_nodes.root_volume_iops", n.root_volume_iops, 3000, 16000)
+    yield from _range("neuron_nodes.root_volume_throughput_mibps", n.root_volume_throughput_mibps, 125, 1000)
+    if n.capacity_mode not in catalog.CAPACITY_MODES:
+        yield Problem("neuron_nodes.capacity_mode", n.capacity_mode, "is not a capacity mode", ", ".join(catalog.CAPACITY_MODES))
+    elif n.capacity_mode == "on-demand":
+        if n.capacity_reservation_id:
+            yield Problem("neuron_nodes.capacity_reservation_id", n.capacity_reservation_id, "is set but capacity_mode is on-demand", "empty, or set capacity_mode to capacity-block or reservation")
+    elif not n.capacity_reservation_id:
+        yield Problem("neuron_nodes.capacity_reservation_id", "", f"is required with capacity_mode={n.capacity_mode}", "the reservation id, cr-<17 hex digits>")
+    elif not RESERVATION_ID.match(n.capacity_reservation_id):
+        yield Problem("neuron_nodes.capacity_reservation_id", n.capacity_reservation_id, "is not a capacity reservation id", "cr-<17 hex digits>")
+    if n.availability_zone not in c.env.availability_zones:
+        yield Problem(
+            "neuron_nodes.availability_zone", n.availability_zone, "is not one of env.availability_zones", ", ".join(c.env.availability_zones)
+        )
+
+
+def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
+    s = c.serving
+    for key, model in (("serving.target_model", s.target_model), ("serving.draft_model", s.draft_model)):
+        if not catalog.HF_MODEL_ID.match(model):
+            yield Problem(key, model, "is not a Hugging Face model id", "<org>/<name>, e.g. Qwen/Qwen3-32B")
+    target_family, draft_family = catalog.model_family(s.target_model), catalog.model_family(s.draft_model)
+    if target_family != draft_family:
+        yield Problem(
+            "serving.draft_model",
+            s.draft_model,
+            f"is from family {draft_family!r} but the target {s.target_model} is {target_family!r}; a draft must share the target's tokenizer",
+            f"a smaller {target_family} model",
+        )
+    else:
+        target_b, draft_b = catalog.model_size_billions(s.target_model), catalog.model_size_billions(s.draft_model)
+        if target_b is not None and draft_b is not None and draft_b >= target_b:
+            yield Problem("serving.draft_model", s.draft_model, f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)", f"a {target_family} model under {target_b:g}B")
+    yield from _range("serving.num_speculative_tokens", s.num_speculative_tokens, catalog.MIN_SPECULATIVE_TOKENS, catalog.MAX_SPECULATIVE_TOKENS)
+    if s.speculation_method not in catalog.SPECULATION_METHODS:
+        yield Problem("serving.speculation_method", s.speculation_method, "is not a speculation method", ", ".join(catalog.SPECULATION_METHODS))
+    yield from _range("serving.max_num_seqs", s.max_num_seqs, 1, 256)
+    yield from _range("serving.max_model_len", s.max_model_len, 128, 131072)
+    needed = c.benchmark.input_tokens + c.benchmark.output_tokens
+    if s.max_model_len < needed:
+        yield Problem(
+            "serving.max_model_len", s.max_model_len, f"is shorter than benchmark input + output tokens ({c.benchmark.input_tokens} + {c.benchmark.output_tokens})", f">= {needed}"
+        )
+    if not IMAGE.match(s.image):
+        yield Problem("serving.image", s.image, "is not an image reference pinned by tag or digest", "registry/repository:tag or registry/repository@sha256:<digest>")
+    yield from tensor_parallel_rules(c)
+
+
+def tensor_parallel_rules(c: PlatformConfig) -> Iterable[Problem]:
+    """TP must be a whole number of Neuron devices, fit one node, and both services must fit the group."""
+    instance = catalog.TRAINIUM_INSTANCES.get(c.neuron_nodes.instance_type)
+    lnc = c.neuron_nodes.logical_nc_config
+    if instance is None or lnc not in instance.lnc_options:
+        return  # reported by neuron_node_rules
+    tp = c.serving.tensor_parallel_size
+    per_device, node_cores = instance.logical_cores_per_device(lnc), instance.logical_cores(lnc)
+    multiples = f"a multiple of {per_device} up to {node_cores} on {instance.name} at LNC={lnc}"
+    if tp < 1 or tp % per_device:
+        yield Problem("serving.tensor_parallel_size", tp, "is not a whole number of Neuron devices", multiples)
+        return
+    if tp > node_cores:
+        yield Problem("serving.tensor_parallel_size", tp, f"exceeds the {node_cores} logical NeuronCores of one {instance.name}", multiples)
+        return
+    devices = tp // per_device
+    services_per_node = instance.neuron_devices // devices
+    services = 2  # baseline and speculative
+    capacity = services_per_node * c.neuron_nodes.max_size
+    if capacity < services:
+        yield Problem(
+            "neuron_nodes.max_size",
+            c.neuron_nodes.max_size,
+            f"fits {capacity} service(s) of {devices} devices each, but the baseline and speculative services need {services}",
+            f">= {-(-services // services_per_node)} (or a smaller serving.tensor_parallel_size)",
+        )
+
+
+def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
+    b = c.benchmark
+    yield from _range("benchmark.input_tokens", b.input_tokens, 1, 131072)
+    yield from _range("benchmark.output_tokens", b.output_tokens, 1, 131072)
+    yield from _range("benchmark.concurrent_requests", b.concurrent_requests, 1, 1024)
+    yield from _range("benchmark.requests_per_test_case", b.requests_per_test_case, 1, 100000)
+    if not NAMESPACE.match(b.metrics_namespace):
+        yield Problem("benchmark.metrics_namespace", b.metrics_namespace, "is not a CloudWatch custom namespace", "1-255 of A-Z a-z 0-9 . - _ / # : space, not starting with AWS/")
+
+
+def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
+    a = c.addons
+    if not SEMVER.match(a.neuron_helm_chart_version):
+        yield Problem("addons.neuron_helm_chart_version", a.neuron_helm_chart_version, "is not a chart version (helm pull needs one)", "a published version such as 1.10.0")
+    for key, value in (
+        ("addons.cloudwatch_observability_version", a.cloudwatch_observability_version),
+        ("addons.mountpoint_s3_csi_version", a.mountpoint_s3_csi_version),
+    ):
+        if value and not ADDON_VERSION.match(value):
+            yield Problem(key, value, "is not an EKS add-on version", "empty (EKS default) or v<major>.<minor>.<patch>-eksbuild.<n>")
+
+
+def data_rules(c: PlatformConfig) -> Iterable[Problem]:
+    if c.data.log_retention_days not in catalog.LOG_RETENTION_DAYS:
+        yield Problem("data.log_retention_days", c.data.log_retention_days, "is not a CloudWatch Logs retention period", ", ".join(map(str, catalog.LOG_RETENTION_DAYS)))
+
+
+RULES: tuple[Rule, ...] = (
+    env_rules,
+    network_rules,
+    cluster_rules,
+    system_node_rules,
+    neuron_node_rules,
+    serving_rules,
+    benchmark_rules,
+    addon_rules,
+    data_rules,
+)
+
+
+def validate(config: PlatformConfig) -> list[Problem]:
+    return [problem for rule in RULES for problem in rule(config)]

@@ -1,0 +1,68 @@
+"""AWS Neuron Helm chart: the Neuron device plugin (advertises ``aws.amazon.com/neuron`` and
+``aws.amazon.com/neuroncore``), the Neuron scheduler extension and the node problem detector.
+
+aws_eks_v2 applies an old device-plugin manifest for inf/trn1 node groups only, never for trn2, so
+the project installs the chart itself, pinned: the kubectl handler runs ``helm pull REPO --version V``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct, IDependable
+
+from config import layout
+
+SCHEDULER_NAME = "my-scheduler"  # the name chart 1.10.0 gives its custom scheduler
+
+REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
+CHART = "neuron-helm-chart"
+RELEASE = "neuron"
+
+
+@dataclass(frozen=True)
+class NeuronHelmProps:
+    cluster: eks.Cluster
+    version: str
+    instance_types: tuple[str, ...]
+    scheduler: bool = True
+    depends_on: Sequence[IDependable] = field(default_factory=tuple)
+
+
+def chart_values(instance_types: Sequence[str], scheduler: bool) -> dict[str, Any]:
+    """Values for chart 1.10.0 (keys read from its values.yaml).
+
+    ``neuronInstances`` is the node-affinity list of the device plugin and node problem detector:
+    chart 1.0.0's list has no trn2, so it is set to the configured type rather than trusted. The
+    chart's default device-plugin tolerations already cover the ``aws.amazon.com/neuron`` taint;
+    setting them here would replace its other defaults. The scheduler extension runs as a
+    separate scheduler (``customScheduler``) that only pods naming it use.
+    """
+    return {
+        "neuronInstances": list(instance_types),
+        "devicePlugin": {"enabled": True},
+        "npd": {"enabled": True},
+        "scheduler": {"enabled": scheduler, "customScheduler": {"enabled": scheduler}},
+    }
+
+
+class NeuronHelmAddOn(Construct):
+    def __init__(self, scope: Construct, construct_id: str, props: NeuronHelmProps) -> None:
+        super().__init__(scope, construct_id)
+        self.chart = eks.HelmChart(
+            self,
+            "Chart",
+            cluster=props.cluster,
+            repository=REPOSITORY,
+            chart=CHART,
+            release=RELEASE,
+            version=props.version,
+            namespace=layout.NEURON_HELM_NAMESPACE,
+            values=chart_values(props.instance_types, props.scheduler),
+            wait=True,
+            timeout=Duration.minutes(10),
+        )
+        self.chart.node.add_dependency(*props.depends_on)

@@ -1,0 +1,126 @@
+"""Platform stack: network -> cluster (system nodes) -> Neuron nodes -> add-ons. Reads top to
+bottom like the architecture diagram in the README."""
+
+from __future__ import annotations
+
+from aws_cdk import Aspects, CfnOutput, Stack
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from config import PlatformConfig, catalog
+
+from .addons import (
+    ContainerInsightsAddOn,
+    ContainerInsightsProps,
+    MountpointS3AddOn,
+    MountpointS3Props,
+    NeuronHelmAddOn,
+    NeuronHelmProps,
+)
+from .log_policy import LogGroupPolicy
+from .cluster import ClusterProps, SystemNodeGroupProps, TrainiumCluster
+from .network import Network, NetworkProps
+from .neuron_nodes import NeuronNodeGroup, NeuronNodeGroupProps
+
+
+class PlatformStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: PlatformConfig, model_cache_role: iam.IRole, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self._azs = list(config.env.availability_zones)
+        retention = _retention(config.data.log_retention_days)
+
+        self.network = Network(
+            self,
+            "Network",
+            NetworkProps(
+                cidr=config.network.vpc_cidr,
+                availability_zones=config.env.availability_zones,
+                nat_gateways=config.network.nat_gateways,
+                log_retention=retention,
+            ),
+        )
+        c = config.cluster
+        s = config.system_nodes
+        self.eks = TrainiumCluster(
+            self,
+            "Eks",
+            ClusterProps(
+                name=c.name,
+                kubernetes_version=c.kubernetes_version,
+                vpc=self.network.vpc,
+                node_subnets=self.network.node_subnets(),
+                private_endpoint_only=c.endpoint_access == "private",
+                public_access_cidrs=c.public_access_cidrs,
+                admin_principal_arns=c.admin_principal_arns,
+                log_retention=retention,
+                system_nodes=SystemNodeGroupProps(s.instance_type, s.min_size, s.desired_size, s.max_size, s.disk_size_gib),
+            ),
+        )
+        cluster = self.eks.cluster
+        n = config.neuron_nodes
+        self.neuron = NeuronNodeGroup(
+            self,
+            "Neuron",
+            NeuronNodeGroupProps(
+                cluster=cluster,
+                subnets=self.network.node_subnets(n.availability_zone),
+                instance_type=n.instance_type,
+                min_size=n.min_size,
+                desired_size=n.desired_size,
+                max_size=n.max_size,
+                root_volume_gib=n.root_volume_gib,
+                root_volume_iops=n.root_volume_iops,
+                root_volume_throughput_mibps=n.root_volume_throughput_mibps,
+                capacity_mode=n.capacity_mode,
+                capacity_reservation_id=n.capacity_reservation_id,
+            ),
+        )
+        # Kubernetes-side objects go in after every node group and admin access entry exist, and so
+        # are deleted before them on destroy (aws-cdk #34897: otherwise deletes can lose access).
+        nodes_and_access = (self.eks.system_nodes, self.neuron.nodegroup, *self.eks.admin_access)
+        a = config.addons
+        self.neuron_helm = NeuronHelmAddOn(
+            self,
+            "NeuronHelm",
+            NeuronHelmProps(
+                cluster=cluster,
+                version=a.neuron_helm_chart_version,
+                instance_types=(n.instance_type,),
+                scheduler=a.neuron_scheduler,
+                depends_on=nodes_and_access,
+            ),
+        )
+        self.container_insights = ContainerInsightsAddOn(
+            self,
+            "ContainerInsights",
+            ContainerInsightsProps(
+                cluster=cluster, log_retention=retention, version=a.cloudwatch_observability_version, depends_on=nodes_and_access
+            ),
+        )
+        self.mountpoint = MountpointS3AddOn(
+            self,
+            "MountpointS3",
+            MountpointS3Props(cluster=cluster, role=model_cache_role, version=a.mountpoint_s3_csi_version, depends_on=nodes_and_access),
+        )
+
+        Aspects.of(self).add(LogGroupPolicy(config.data.log_retention_days))
+
+        CfnOutput(self, "ClusterName", value=cluster.cluster_name)
+        CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --region {self.region} --name {cluster.cluster_name}",
+        )
+        CfnOutput(self, "NeuronNodegroupName", value=self.neuron.nodegroup.nodegroup_name)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        # The configured AZs, so synth needs no AZ lookup (and no credentials) in any account.
+        return self._azs
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    """CloudWatch retention enum for a period in days (config validation allows only these periods)."""
+    periods = [r for r in logs.RetentionDays if r is not logs.RetentionDays.INFINITE]
+    return dict(zip(catalog.LOG_RETENTION_DAYS, periods, strict=True))[days]

@@ -1,0 +1,88 @@
+"""Storage: one bucket for model weights, compiled Neuron artifacts and benchmark results, and the
+Pod Identity role that may touch the model-cache prefixes.
+
+Prefixes are fixed in config.layout (models/, neuron-artifacts/, results/). The bucket is
+encrypted, TLS-only, private and versioned; noncurrent versions and failed uploads expire so
+re-uploaded weights do not pile up. The role lives beside the bucket so that the data stack alone
+says who may touch the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from config import layout
+
+from .addons.pod_identity import pod_identity_role
+from .nag import acknowledge, wildcard_finding
+
+
+@dataclass(frozen=True)
+class DataBucketProps:
+    keep_on_destroy: bool = True
+    noncurrent_version_days: int = 30
+    # Prefixes the Mountpoint CSI driver may read and write: the model cache, not results.
+    model_cache_prefixes: tuple[str, ...] = (layout.MODELS_PREFIX, layout.ARTIFACTS_PREFIX)
+
+
+def prefix_read_write_statements(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[iam.PolicyStatement]:
+    """Least privilege for Mountpoint: list the bucket under the prefixes, read/write their objects."""
+    return [
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+        ),
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"],
+            resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes],
+        ),
+    ]
+
+
+class DataBucket(Construct):
+    def __init__(self, scope: Construct, construct_id: str, props: DataBucketProps) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if props.keep_on_destroy else RemovalPolicy.DESTROY
+        common = dict(
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=removal,
+            auto_delete_objects=not props.keep_on_destroy,
+        )
+        self.access_logs = s3.Bucket(
+            self, "AccessLogs", lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))], **common
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="data-bucket/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    noncurrent_version_expiration=Duration.days(props.noncurrent_version_days),
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            **common,
+        )
+        self.model_cache_role = pod_identity_role(
+            self, "ModelCacheRole", description="Mountpoint for S3 CSI driver: model weights and Neuron artifacts"
+        )
+        for statement in prefix_read_write_statements(self.bucket, props.model_cache_prefixes):
+            self.model_cache_role.add_to_policy(statement)
+        for prefix in props.model_cache_prefixes:
+            acknowledge(
+                self.model_cache_role,
+                wildcard_finding(self, self.bucket.arn_for_objects(f"{prefix}*")),
+                f"Object access is limited to the {prefix} prefix; the wildcard is the key below it.",
+            )

@@ -1,0 +1,161 @@
+"""Shared, expensive fixtures: every synthesized app is built once per session.
+
+Three cloud assemblies are made, two of them in background processes that start when the session
+starts, so they overlap with the pure-Python tests (the machine has two cores):
+- ``cli``: the real CDK CLI (``npx cdk synth``) on the defaults, offline;
+- ``direct``: ``python app.py`` on the defaults (must equal ``cli``);
+- ``variant``: ``python app.py`` with the non-default paths switched on (capacity block, private
+  endpoint, admin principals, bucket deleted on destroy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Node 22 from package.json for jsii and the CLI; never probe instance metadata; no telemetry.
+OFFLINE_ENV = {
+    **os.environ,
+    "PATH": f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
+}
+for name in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+    OFFLINE_ENV.pop(name, None)
+os.environ.update({k: OFFLINE_ENV[k] for k in ("PATH", "AWS_EC2_METADATA_DISABLED", "CDK_DISABLE_CLI_TELEMETRY")})
+
+ADMIN_ROLE = "arn:aws:iam::123456789012:role/PlatformAdmin"
+ADMIN_USER = "arn:aws:iam::123456789012:user/alice"
+RESERVATION = "cr-0123456789abcdef0"
+VARIANT_CONTEXT = {
+    "neuron_nodes.capacity_mode": "capacity-block",
+    "neuron_nodes.capacity_reservation_id": RESERVATION,
+    "neuron_nodes.availability_zone": "us-east-2c",
+    "cluster.endpoint_access": "private",
+    "cluster.admin_principal_arns": f"{ADMIN_ROLE},{ADMIN_USER}",
+    "data.keep_bucket_on_destroy": "false",
+    "data.log_retention_days": "90",
+}
+
+
+@dataclass
+class Assembly:
+    """A cloud assembly on disk, loaded lazily."""
+
+    outdir: Path
+    process: subprocess.Popen
+    _done: bool = False
+
+    def wait(self) -> "Assembly":
+        if not self._done:
+            _, stderr = self.process.communicate(timeout=300)
+            if self.process.returncode != 0:
+                raise AssertionError(f"synth into {self.outdir} failed ({self.process.returncode}):\n{stderr[-4000:]}")
+            self._done = True
+        return self
+
+    def template(self, stack: str) -> dict:
+        return json.loads((self.wait().outdir / f"{stack}.template.json").read_text())
+
+    def file(self, name: str) -> Path:
+        return self.wait().outdir / name
+
+
+def _start(outdir: Path, command: list[str]) -> Assembly:
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=OFFLINE_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    return Assembly(outdir, process)
+
+
+def _direct(outdir: Path, context: dict[str, str]) -> list[str]:
+    args = [sys.executable, "app.py", "--outdir", str(outdir)]
+    for key, value in context.items():
+        args += ["-c", f"{key}={value}"]
+    return args
+
+
+_ASSEMBLIES: dict[str, Assembly] = {}
+
+
+# Which fixtures need which assembly; only the assemblies the selected tests use are built.
+_NEEDS = {
+    "cli": {"cli_assembly", "platform", "data"},
+    "direct": {"direct_assembly"},
+    "variant": {"variant_assembly", "variant_platform", "variant_data"},
+}
+
+
+def _command(name: str, outdir: Path) -> list[str]:
+    if name == "cli":
+        return ["npx", "--no-install", "cdk", "synth", "--quiet", "--output", str(outdir)]
+    return _direct(outdir, VARIANT_CONTEXT if name == "variant" else {})
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the needed syntheses in the background as soon as the test selection is known."""
+    if session.config.option.collectonly:
+        return
+    used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    base = Path(session.config._tmp_path_factory.mktemp("assemblies"))  # type: ignore[attr-defined]
+    for name, fixtures in _NEEDS.items():
+        if used & fixtures:
+            _ASSEMBLIES[name] = _start(base / name, _command(name, base / name))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for assembly in _ASSEMBLIES.values():
+        if assembly.process.poll() is None:
+            assembly.process.kill()
+
+
+def _assembly(name: str, tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+    if name not in _ASSEMBLIES:  # requested indirectly, so not started at collection
+        outdir = tmp_path_factory.mktemp(name)
+        _ASSEMBLIES[name] = _start(outdir, _command(name, outdir))
+    return _ASSEMBLIES[name]
+
+
+@pytest.fixture(scope="session")
+def cli_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+    return _assembly("cli", tmp_path_factory).wait()
+
+
+@pytest.fixture(scope="session")
+def direct_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+    return _assembly("direct", tmp_path_factory).wait()
+
+
+@pytest.fixture(scope="session")
+def variant_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+    return _assembly("variant", tmp_path_factory).wait()
+
+
+@pytest.fixture(scope="session")
+def platform(cli_assembly: Assembly) -> dict:
+    """The default platform template, as the CDK CLI synthesizes it."""
+    return cli_assembly.template("SpecDecodePlatform")
+
+
+@pytest.fixture(scope="session")
+def data(cli_assembly: Assembly) -> dict:
+    return cli_assembly.template("SpecDecodeData")
+
+
+@pytest.fixture(scope="session")
+def variant_platform(variant_assembly: Assembly) -> dict:
+    return variant_assembly.template("SpecDecodePlatform")
+
+
+@pytest.fixture(scope="session")
+def variant_data(variant_assembly: Assembly) -> dict:
+    return variant_assembly.template("SpecDecodeData")

@@ -1,0 +1,316 @@
+"""The typed configuration: defaults, coercion of context values, and every validation class."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import ConfigError, all_keys, catalog, load_config
+from config.loader import coerce
+from config.model import OFFLINE_ACCOUNT, OFFLINE_REGION
+
+# A context that is valid except for what a test changes.
+BASE: dict[str, object] = {}
+
+
+def problems(**context: object) -> list[str]:
+    """The rendered problems for a context given as key__field=value (dots spelled __)."""
+    ctx = {key.replace("__", "."): value for key, value in context.items()}
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx, {})
+    return [str(p) for p in err.value.problems]
+
+
+def only_problem(**context: object) -> str:
+    found = problems(**context)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_defaults_equal_the_reference_setup():
+    config = load_config({}, {})
+    assert (config.env.account, config.env.region) == (OFFLINE_ACCOUNT, OFFLINE_REGION)
+    assert config.env.availability_zones == ("us-east-2a", "us-east-2b", "us-east-2c")
+    assert config.neuron_nodes.instance_type == "trn2.48xlarge"
+    assert config.neuron_nodes.availability_zone == "us-east-2a"
+    assert config.neuron_nodes.logical_nc_config == 2
+    s = config.serving
+    assert (s.target_model, s.draft_model, s.num_speculative_tokens) == ("Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", 7)
+    assert (s.tensor_parallel_size, s.max_num_seqs, s.max_model_len) == (32, 4, 1024)
+    assert s.image == "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
+    b = config.benchmark
+    assert (b.input_tokens, b.output_tokens, b.concurrent_requests, b.requests_per_test_case) == (64, 600, 4, 8)
+    assert b.metrics_namespace == "Qwen/LLMPerf"
+    assert config.data.keep_bucket_on_destroy is True
+
+
+def test_environment_supplies_account_and_region_and_derived_azs():
+    config = load_config({}, {"CDK_DEFAULT_ACCOUNT": "210987654321", "CDK_DEFAULT_REGION": "ap-south-2"})
+    assert config.env.account == "210987654321"
+    assert config.env.availability_zones == ("ap-south-2a", "ap-south-2b", "ap-south-2c")
+    assert config.neuron_nodes.availability_zone == "ap-south-2a"
+
+
+def test_cli_fallback_region_without_credentials_is_ignored():
+    """Offline, the CLI still sets CDK_DEFAULT_REGION=us-east-1 (its fallback) but no account."""
+    config = load_config({}, {"CDK_DEFAULT_REGION": "us-east-1"})
+    assert (config.env.account, config.env.region) == (OFFLINE_ACCOUNT, OFFLINE_REGION)
+
+
+def test_context_beats_environment():
+    config = load_config({"env.region": "us-east-2"}, {"CDK_DEFAULT_ACCOUNT": "210987654321", "CDK_DEFAULT_REGION": "eu-west-1"})
+    assert config.env.region == "us-east-2"
+
+
+def test_every_field_is_overridable_from_the_command_line_as_text():
+    """Each key accepts a string (what `-c key=value` delivers) and keeps its type."""
+    config = load_config(
+        {
+            "serving.tensor_parallel_size": "64",
+            "neuron_nodes.max_size": "2",
+            "data.keep_bucket_on_destroy": "false",
+            "cluster.admin_principal_arns": "arn:aws:iam::123456789012:role/A, arn:aws:iam::123456789012:role/B",
+            "env.availability_zones": '["us-east-2b", "us-east-2c"]',
+        },
+        {},
+    )
+    assert config.serving.tensor_parallel_size == 64
+    assert config.data.keep_bucket_on_destroy is False
+    assert config.cluster.admin_principal_arns == ("arn:aws:iam::123456789012:role/A", "arn:aws:iam::123456789012:role/B")
+    assert config.env.availability_zones == ("us-east-2b", "us-east-2c")
+    assert config.neuron_nodes.availability_zone == "us-east-2b"
+    assert len(all_keys()) == len(set(all_keys())) >= 40
+
+
+@pytest.mark.parametrize(
+    "value, kind, expected",
+    [("8", int, 8), (8.0, int, 8), (" true ", bool, True), ("off", bool, False), ("a,b", tuple[str, ...], ("a", "b"))],
+)
+def test_coerce_accepts(value, kind, expected):
+    assert coerce(value, kind) == expected
+
+
+@pytest.mark.parametrize("value, kind", [("eight", int), (True, int), (8.5, int), ("maybe", bool), (3, str), ("[1, 2]", tuple[str, ...]), ("[x", tuple[str, ...])])
+def test_coerce_rejects(value, kind):
+    with pytest.raises(ValueError):
+        coerce(value, kind)
+
+
+def test_wrong_type_names_the_field_and_what_is_expected():
+    assert only_problem(serving__max_num_seqs="four") == "serving.max_num_seqs='four': expected a whole number"
+    assert only_problem(data__keep_bucket_on_destroy="perhaps") == "data.keep_bucket_on_destroy='perhaps': expected true or false"
+
+
+def test_unknown_setting_suggests_the_closest_key():
+    assert "did you mean serving.tensor_parallel_size?" in only_problem(serving__tensor_paralel_size="32")
+
+
+def test_cdk_context_keys_are_not_mistaken_for_settings():
+    load_config({"@aws-cdk/core:checkSecretUsage": True, "availability-zones:account=1:region=r": ["x"]}, {})
+
+
+def test_all_problems_are_reported_at_once():
+    found = problems(serving__max_num_seqs="x", serving__tensor_parallel_size=30, neuron_nodes__capacity_mode="spot")
+    assert [p.split("=")[0] for p in found] == ["serving.max_num_seqs", "neuron_nodes.capacity_mode", "serving.tensor_parallel_size"]
+
+
+def test_error_message_is_one_line_per_problem():
+    with pytest.raises(ConfigError) as err:
+        load_config({"serving.num_speculative_tokens": 0, "benchmark.output_tokens": 2000}, {})
+    lines = str(err.value).splitlines()
+    assert len(lines) == 2 and all(line.startswith("config error: ") for line in lines)
+
+
+# --- tensor parallelism -------------------------------------------------------------------------
+
+
+def test_tensor_parallelism_must_be_whole_devices():
+    msg = only_problem(serving__tensor_parallel_size=30)
+    assert msg.startswith("serving.tensor_parallel_size=30: is not a whole number of Neuron devices")
+    assert "a multiple of 4 up to 64 on trn2.48xlarge at LNC=2" in msg
+
+
+def test_tensor_parallelism_must_fit_one_node():
+    assert "exceeds the 64 logical NeuronCores" in only_problem(serving__tensor_parallel_size=128)
+
+
+def test_lnc1_doubles_the_logical_cores():
+    config = load_config({"neuron_nodes.logical_nc_config": 1, "serving.tensor_parallel_size": 64}, {})
+    assert config.serving.tensor_parallel_size == 64
+    assert "a multiple of 8" in only_problem(neuron_nodes__logical_nc_config=1, serving__tensor_parallel_size=4)
+
+
+def test_both_services_must_fit_the_node_group():
+    msg = only_problem(serving__tensor_parallel_size=64)
+    assert msg.startswith("neuron_nodes.max_size=1: fits 1 service(s) of 16 devices each")
+    load_config({"serving.tensor_parallel_size": 64, "neuron_nodes.max_size": 2, "neuron_nodes.desired_size": 2}, {})
+
+
+def test_lnc_must_be_supported_by_the_chip():
+    assert only_problem(neuron_nodes__instance_type="trn1.32xlarge", neuron_nodes__logical_nc_config=2).startswith(
+        "neuron_nodes.logical_nc_config=2: is not supported on trn1.32xlarge"
+    )
+
+
+# --- instance types -----------------------------------------------------------------------------
+
+
+def test_non_trainium_accelerator_is_named_as_such():
+    msg = only_problem(neuron_nodes__instance_type="inf2.48xlarge")
+    assert "is an accelerator but not Trainium" in msg and "trn2.48xlarge" in msg
+
+
+def test_unknown_instance_type():
+    assert "is not a known Trainium instance type" in only_problem(neuron_nodes__instance_type="trn9.huge")
+
+
+def test_system_group_rejects_accelerators():
+    assert "is an accelerator instance" in only_problem(system_nodes__instance_type="trn2.48xlarge")
+
+
+# --- speculation and models ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [0, 16, -1])
+def test_speculative_tokens_range(k):
+    assert only_problem(serving__num_speculative_tokens=k) == f"serving.num_speculative_tokens={k}: is out of range; allowed: 1 to 15"
+
+
+def test_draft_must_share_the_target_family():
+    msg = only_problem(serving__draft_model="meta-llama/Llama-3.2-1B")
+    assert "family 'Llama-3'" in msg and "'Qwen3'" in msg and "allowed: a smaller Qwen3 model" in msg
+
+
+def test_draft_must_be_smaller_than_target():
+    assert "is not smaller than the target (32B >= 32B)" in only_problem(serving__draft_model="Qwen/Qwen3-32B")
+
+
+def test_model_ids_must_look_like_hugging_face_ids():
+    assert "is not a Hugging Face model id" in problems(serving__target_model="qwen3")[0]
+
+
+def test_unknown_speculation_method():
+    assert only_problem(serving__speculation_method="medusa").endswith("allowed: eagle, eagle3")
+
+
+@pytest.mark.parametrize(
+    "model, family, size",
+    [
+        ("Qwen/Qwen3-32B", "Qwen3", 32.0),
+        ("Qwen/Qwen3-1.7B", "Qwen3", 1.7),
+        ("meta-llama/Llama-3.1-70B-Instruct", "Llama-3", 70.0),
+        ("meta-llama/Llama-3.2-1B", "Llama-3", 1.0),
+        ("acme/Widget-7B-Chat", "acme/Widget", 7.0),
+        ("acme/tiny", "acme/tiny", None),
+    ],
+)
+def test_model_family_and_size(model, family, size):
+    assert catalog.model_family(model) == family
+    assert catalog.model_size_billions(model) == size
+
+
+def test_max_model_len_must_hold_the_benchmark():
+    assert only_problem(serving__max_model_len=600) == (
+        "serving.max_model_len=600: is shorter than benchmark input + output tokens (64 + 600); allowed: >= 664"
+    )
+    assert "serving.max_model_len" in only_problem(benchmark__output_tokens=2000)
+
+
+def test_image_must_be_pinned():
+    assert "pinned by tag or digest" in only_problem(serving__image="public.ecr.aws/neuron/vllm")
+    load_config({"serving.image": "123456789012.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "a" * 64}, {})
+
+
+# --- capacity -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["capacity-block", "reservation"])
+def test_reserved_capacity_needs_its_id(mode):
+    assert only_problem(neuron_nodes__capacity_mode=mode) == (
+        f"neuron_nodes.capacity_reservation_id='': is required with capacity_mode={mode}; allowed: the reservation id, cr-<17 hex digits>"
+    )
+
+
+def test_reservation_id_format_and_on_demand_without_id():
+    assert "is not a capacity reservation id" in only_problem(
+        neuron_nodes__capacity_mode="reservation", neuron_nodes__capacity_reservation_id="reservation-1"
+    )
+    assert "is set but capacity_mode is on-demand" in only_problem(neuron_nodes__capacity_reservation_id="cr-0123456789abcdef0")
+
+
+def test_unknown_capacity_mode():
+    assert only_problem(neuron_nodes__capacity_mode="spot").endswith("allowed: on-demand, capacity-block, reservation")
+
+
+def test_neuron_az_must_be_one_of_the_vpc_azs():
+    assert only_problem(neuron_nodes__availability_zone="us-east-2d") == (
+        "neuron_nodes.availability_zone='us-east-2d': is not one of env.availability_zones; allowed: us-east-2a, us-east-2b, us-east-2c"
+    )
+
+
+# --- environment, network, cluster --------------------------------------------------------------
+
+
+def test_az_outside_the_region():
+    found = problems(env__availability_zones="us-east-2a,us-west-2b")
+    assert "env.availability_zones='us-west-2b': is not an availability zone of us-east-2; allowed: us-east-2a, us-east-2b, ..." in found
+
+
+def test_vpc_needs_two_azs():
+    assert "EKS needs subnets in at least two AZs" in only_problem(env__availability_zones="us-east-2a")
+
+
+def test_account_and_region_format():
+    assert only_problem(env__account="12345").startswith("env.account='12345': is not an AWS account id")
+    assert problems(env__region="Ohio")[0].startswith("env.region='Ohio': is not an AWS region name")
+
+
+@pytest.mark.parametrize(
+    "arn, hint",
+    [
+        ("arn:aws:sts::123456789012:assumed-role/Admin/me", "not an assumed-role session"),
+        ("arn:aws:iam::1234:role/Admin", "is not an IAM role or user ARN"),
+        ("Admin", "is not an IAM role or user ARN"),
+    ],
+)
+def test_malformed_admin_arns(arn, hint):
+    assert hint in only_problem(cluster__admin_principal_arns=arn)
+
+
+def test_valid_admin_arns_in_other_partitions():
+    load_config({"cluster.admin_principal_arns": "arn:aws-us-gov:iam::123456789012:role/path/Admin"}, {})
+
+
+def test_kubernetes_version_must_match_the_kubectl_layer():
+    assert only_problem(cluster__kubernetes_version="1.30").endswith("allowed: 1.34, 1.35, 1.36")
+
+
+def test_endpoint_mode_and_cidrs():
+    assert only_problem(cluster__endpoint_access="public").endswith("allowed: public-and-private, private")
+    assert "is not an IPv4 CIDR" in only_problem(cluster__public_access_cidrs="10.0.0.0/33")
+
+
+def test_vpc_cidr_and_nat_gateways():
+    assert "is not an IPv4 CIDR" in only_problem(network__vpc_cidr="10.0.0.300/16")
+    assert "/16 to /20" in only_problem(network__vpc_cidr="10.0.0.0/24")
+    assert only_problem(network__nat_gateways=4) == "network.nat_gateways=4: is out of range; allowed: 1 to 3"
+
+
+def test_node_group_sizes():
+    assert "must lie between min_size=2 and max_size=3" in only_problem(system_nodes__desired_size=5)
+    assert "neuron_nodes.desired_size" in only_problem(neuron_nodes__min_size=2, neuron_nodes__max_size=2, neuron_nodes__desired_size=1)
+
+
+def test_root_volume_limits():
+    assert only_problem(neuron_nodes__root_volume_iops=20000).endswith("allowed: 3000 to 16000")
+    assert only_problem(neuron_nodes__root_volume_gib=50).endswith("allowed: 100 to 16384")
+
+
+def test_versions_and_namespaces():
+    assert "helm pull needs one" in only_problem(addons__neuron_helm_chart_version="latest")
+    assert "is not an EKS add-on version" in only_problem(addons__cloudwatch_observability_version="4.0")
+    load_config({"addons.cloudwatch_observability_version": "v4.5.0-eksbuild.1"}, {})
+    assert "not starting with AWS/" in only_problem(benchmark__metrics_namespace="AWS/EKS")
+
+
+def test_log_retention_must_be_a_cloudwatch_period():
+    assert only_problem(data__log_retention_days=10).startswith("data.log_retention_days=10: is not a CloudWatch Logs retention period")

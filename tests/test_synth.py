@@ -1,0 +1,48 @@
+"""Offline synthesis through the real CDK CLI and directly; the two must agree byte for byte."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import OFFLINE_ENV, ROOT
+
+STACKS = ("SpecDecodeData", "SpecDecodePlatform")
+
+
+def test_cli_synthesizes_both_stacks_offline(cli_assembly):
+    manifest = json.loads(cli_assembly.file("manifest.json").read_text())
+    stacks = {name for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}
+    assert stacks == set(STACKS)
+    for name in STACKS:
+        assert manifest["artifacts"][name]["environment"] == "aws://123456789012/us-east-2"
+
+
+def test_cli_and_direct_synth_produce_identical_templates(cli_assembly, direct_assembly):
+    for name in STACKS:
+        cli = cli_assembly.file(f"{name}.template.json").read_text()
+        direct = direct_assembly.file(f"{name}.template.json").read_text()
+        assert cli == direct, f"{name}: `cdk synth` and `python app.py` differ"
+
+
+def test_no_lookups_are_left_for_the_cli_to_resolve(cli_assembly):
+    """A missing context lookup would make `cdk synth` call AWS; there must be none."""
+    manifest = json.loads(cli_assembly.file("manifest.json").read_text())
+    assert "missing" not in manifest
+
+
+def test_bad_settings_stop_the_cli_with_one_line_each_and_no_traceback(tmp_path):
+    result = subprocess.run(
+        ["npx", "--no-install", "cdk", "synth", "--quiet", "--output", str(tmp_path),
+         "-c", "serving.tensor_parallel_size=30", "-c", "serving.max_num_seqs=four", "-c", "neuron_nodes.capacity_mode=capacity-block"],
+        cwd=ROOT, env=OFFLINE_ENV, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("config error: ")]
+    assert errors == [
+        "config error: serving.max_num_seqs='four': expected a whole number",
+        "config error: neuron_nodes.capacity_reservation_id='': is required with capacity_mode=capacity-block; allowed: the reservation id, cr-<17 hex digits>",
+        "config error: serving.tensor_parallel_size=30: is not a whole number of Neuron devices; allowed: a multiple of 4 up to 64 on trn2.48xlarge at LNC=2",
+    ]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "SpecDecodePlatform.template.json").exists()
