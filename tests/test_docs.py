@@ -1,0 +1,38 @@
+"""The README tells the truth: its first commands, its configuration table, and CI's command."""
+
+from __future__ import annotations
+
+import re
+
+from config import all_keys
+from config.docs import BEGIN, END, config_table
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_readme_opens_with_the_two_fresh_machine_commands():
+    first_block = re.search(r"```sh\n(.*?)```", README, re.S)
+    assert first_block and first_block.start() < 200, "the two commands must come first"
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).strip().splitlines()]
+    assert commands == ["make synth", "make test"]
+
+
+def test_ci_runs_the_readme_test_command():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert [line for line in script.splitlines() if line and not line.startswith(("#", "set ", "cd "))] == ["make test"]
+
+
+def test_configuration_table_is_generated_from_the_model():
+    embedded = README.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert embedded == config_table(), "README config table is stale: run `python -m config.docs` and paste it"
+
+
+def test_every_setting_is_documented():
+    for key in all_keys():
+        assert f"`{key}`" in README, key
+
+
+def test_bench_figures_are_present():
+    assert "BENCH_TABLE" not in README
+    assert re.search(r"\| full platform, python app.py \| \d+\.\d \| \d+ \|", README)
