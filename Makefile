@@ -37,8 +37,9 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-lint: dev-deps
-	$(BIN)/cfn-lint cdk.out/*.template.json
+lint: dev-deps synth
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/cfn-lint --regions us-east-2 -- cdk.out/*.template.json
 
 bench: dev-deps
 	$(BIN)/python scripts/bench_synth.py

@@ -15,11 +15,9 @@ SYSTEM_POOL = "system"
 NEURON_POOL = "neuron"
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 NEURON_TAINT_VALUE = "true"
-NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 
-# Namespaces and service accounts bound through EKS Pod Identity.
-CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+# Service accounts the add-ons bind through EKS Pod Identity (amazon-cloudwatch/cloudwatch-agent,
+# kube-system/s3-csi-driver-sa).
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
-MOUNTPOINT_NAMESPACE = "kube-system"
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 NEURON_HELM_NAMESPACE = "kube-system"

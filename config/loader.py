@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import MISSING, fields, replace
-from typing import Any, Mapping, get_type_hints
+from typing import Any, get_type_hints
 
 from .errors import ConfigError, Problem
 from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, sections

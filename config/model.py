@@ -26,10 +26,14 @@ def setting(default: Any, doc: str, *, derived: str = "") -> Any:
 @dataclass(frozen=True)
 class EnvSettings:
     account: str = setting(
-        "", "AWS account to deploy to.", derived=f"`CDK_DEFAULT_ACCOUNT` (set by the CLI when credentials resolve), else `{OFFLINE_ACCOUNT}`"
+        "",
+        "AWS account to deploy to.",
+        derived=f"`CDK_DEFAULT_ACCOUNT` (set by the CLI when credentials resolve), else `{OFFLINE_ACCOUNT}`",
     )
     region: str = setting(
-        "", "AWS region to deploy to; it must offer your Trainium type.", derived=f"`CDK_DEFAULT_REGION` when an account resolved, else `{OFFLINE_REGION}`"
+        "",
+        "AWS region to deploy to; it must offer your Trainium type.",
+        derived=f"`CDK_DEFAULT_REGION` when an account resolved, else `{OFFLINE_REGION}`",
     )
     availability_zones: tuple[str, ...] = setting(
         (),
@@ -96,7 +100,9 @@ class ServingSettings:
     target_model: str = setting("Qwen/Qwen3-32B", "Hugging Face id of the served (target) model.")
     draft_model: str = setting("Qwen/Qwen3-1.7B", "Draft model of the speculative service; must share the target's tokenizer family.")
     num_speculative_tokens: int = setting(7, "Tokens the draft proposes per step (k), 1 to 15.")
-    speculation_method: str = setting("eagle", "`method` in vLLM's speculative config (`eagle` on the 0.9.1 Neuron image, `eagle3` on newer).")
+    speculation_method: str = setting(
+        "eagle", "`method` in vLLM's speculative config (`eagle` on the 0.9.1 Neuron image, `eagle3` on newer)."
+    )
     tensor_parallel_size: int = setting(32, "Tensor parallelism in logical NeuronCores; a whole number of devices.")
     max_num_seqs: int = setting(4, "Batch limit (vLLM `--max-num-seqs`).")
     max_model_len: int = setting(1024, "Context length (vLLM `--max-model-len`); at least benchmark input + output tokens.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from . import catalog
 from .errors import Problem
@@ -40,7 +40,9 @@ def env_rules(c: PlatformConfig) -> Iterable[Problem]:
     az_pattern = re.compile(rf"^{re.escape(env.region)}[a-z]$")
     for az in env.availability_zones:
         if not az_pattern.match(az):
-            yield Problem("env.availability_zones", az, f"is not an availability zone of {env.region}", f"{env.region}a, {env.region}b, ...")
+            yield Problem(
+                "env.availability_zones", az, f"is not an availability zone of {env.region}", f"{env.region}a, {env.region}b, ..."
+            )
     if len(set(env.availability_zones)) < 2:
         yield Problem("env.availability_zones", env.availability_zones, "EKS needs subnets in at least two AZs", "2 or more distinct AZs")
     if len(set(env.availability_zones)) != len(env.availability_zones):
@@ -61,7 +63,9 @@ def network_rules(c: PlatformConfig) -> Iterable[Problem]:
 def cluster_rules(c: PlatformConfig) -> Iterable[Problem]:
     cl = c.cluster
     if not CLUSTER_NAME.match(cl.name):
-        yield Problem("cluster.name", cl.name, "is not a valid EKS cluster name", "1-100 letters, digits, '-' or '_', starting alphanumeric")
+        yield Problem(
+            "cluster.name", cl.name, "is not a valid EKS cluster name", "1-100 letters, digits, '-' or '_', starting alphanumeric"
+        )
     if cl.kubernetes_version not in catalog.SUPPORTED_KUBERNETES_VERSIONS:
         yield Problem(
             "cluster.kubernetes_version",
@@ -79,12 +83,22 @@ def cluster_rules(c: PlatformConfig) -> Iterable[Problem]:
     for arn in cl.admin_principal_arns:
         if not PRINCIPAL_ARN.match(arn):
             hint = " (use the role's ARN, not an assumed-role session)" if ":assumed-role/" in arn else ""
-            yield Problem("cluster.admin_principal_arns", arn, "is not an IAM role or user ARN" + hint, "arn:aws:iam::<12 digits>:role/<name> or :user/<name>")
+            yield Problem(
+                "cluster.admin_principal_arns",
+                arn,
+                "is not an IAM role or user ARN" + hint,
+                "arn:aws:iam::<12 digits>:role/<name> or :user/<name>",
+            )
 
 
 def _group_sizes(prefix: str, low: int, desired: int, high: int, ceiling: int) -> Iterable[Problem]:
     if not 0 <= low <= desired <= high:
-        yield Problem(f"{prefix}.desired_size", desired, f"must lie between min_size={low} and max_size={high}", "0 <= min_size <= desired_size <= max_size")
+        yield Problem(
+            f"{prefix}.desired_size",
+            desired,
+            f"must lie between min_size={low} and max_size={high}",
+            "0 <= min_size <= desired_size <= max_size",
+        )
     yield from _range(f"{prefix}.max_size", high, 1, ceiling)
 
 
@@ -93,7 +107,12 @@ def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
     if not re.match(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", s.instance_type):
         yield Problem("system_nodes.instance_type", s.instance_type, "is not an EC2 instance type", "e.g. m7i.xlarge")
     elif s.instance_type.startswith(("trn",) + catalog.NON_TRAINIUM_ACCELERATOR_PREFIXES):
-        yield Problem("system_nodes.instance_type", s.instance_type, "is an accelerator instance; the system group runs add-ons", "a general-purpose type such as m7i.xlarge")
+        yield Problem(
+            "system_nodes.instance_type",
+            s.instance_type,
+            "is an accelerator instance; the system group runs add-ons",
+            "a general-purpose type such as m7i.xlarge",
+        )
     yield from _group_sizes("system_nodes", s.min_size, s.desired_size, s.max_size, 20)
     yield from _range("system_nodes.disk_size_gib", s.disk_size_gib, 20, 1000)
 
@@ -108,7 +127,10 @@ def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
         yield Problem("neuron_nodes.instance_type", n.instance_type, problem, known)
     elif n.logical_nc_config not in instance.lnc_options:
         yield Problem(
-            "neuron_nodes.logical_nc_config", n.logical_nc_config, f"is not supported on {instance.name}", ", ".join(map(str, instance.lnc_options))
+            "neuron_nodes.logical_nc_config",
+            n.logical_nc_config,
+            f"is not supported on {instance.name}",
+            ", ".join(map(str, instance.lnc_options)),
         )
     yield from _group_sizes("neuron_nodes", n.min_size, n.desired_size, n.max_size, 64)
     yield from _range("neuron_nodes.root_volume_gib", n.root_volume_gib, 100, 16384)
@@ -118,14 +140,29 @@ def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
         yield Problem("neuron_nodes.capacity_mode", n.capacity_mode, "is not a capacity mode", ", ".join(catalog.CAPACITY_MODES))
     elif n.capacity_mode == "on-demand":
         if n.capacity_reservation_id:
-            yield Problem("neuron_nodes.capacity_reservation_id", n.capacity_reservation_id, "is set but capacity_mode is on-demand", "empty, or set capacity_mode to capacity-block or reservation")
+            yield Problem(
+                "neuron_nodes.capacity_reservation_id",
+                n.capacity_reservation_id,
+                "is set but capacity_mode is on-demand",
+                "empty, or set capacity_mode to capacity-block or reservation",
+            )
     elif not n.capacity_reservation_id:
-        yield Problem("neuron_nodes.capacity_reservation_id", "", f"is required with capacity_mode={n.capacity_mode}", "the reservation id, cr-<17 hex digits>")
+        yield Problem(
+            "neuron_nodes.capacity_reservation_id",
+            "",
+            f"is required with capacity_mode={n.capacity_mode}",
+            "the reservation id, cr-<17 hex digits>",
+        )
     elif not RESERVATION_ID.match(n.capacity_reservation_id):
-        yield Problem("neuron_nodes.capacity_reservation_id", n.capacity_reservation_id, "is not a capacity reservation id", "cr-<17 hex digits>")
+        yield Problem(
+            "neuron_nodes.capacity_reservation_id", n.capacity_reservation_id, "is not a capacity reservation id", "cr-<17 hex digits>"
+        )
     if n.availability_zone not in c.env.availability_zones:
         yield Problem(
-            "neuron_nodes.availability_zone", n.availability_zone, "is not one of env.availability_zones", ", ".join(c.env.availability_zones)
+            "neuron_nodes.availability_zone",
+            n.availability_zone,
+            "is not one of env.availability_zones",
+            ", ".join(c.env.availability_zones),
         )
 
 
@@ -139,25 +176,43 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
         yield Problem(
             "serving.draft_model",
             s.draft_model,
-            f"is from family {draft_family!r} but the target {s.target_model} is {target_family!r}; a draft must share the target's tokenizer",
+            f"is from family {draft_family!r} but the target {s.target_model} is {target_family!r}; "
+            "a draft must share the target's tokenizer",
             f"a smaller {target_family} model",
         )
     else:
         target_b, draft_b = catalog.model_size_billions(s.target_model), catalog.model_size_billions(s.draft_model)
         if target_b is not None and draft_b is not None and draft_b >= target_b:
-            yield Problem("serving.draft_model", s.draft_model, f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)", f"a {target_family} model under {target_b:g}B")
-    yield from _range("serving.num_speculative_tokens", s.num_speculative_tokens, catalog.MIN_SPECULATIVE_TOKENS, catalog.MAX_SPECULATIVE_TOKENS)
+            yield Problem(
+                "serving.draft_model",
+                s.draft_model,
+                f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)",
+                f"a {target_family} model under {target_b:g}B",
+            )
+    yield from _range(
+        "serving.num_speculative_tokens", s.num_speculative_tokens, catalog.MIN_SPECULATIVE_TOKENS, catalog.MAX_SPECULATIVE_TOKENS
+    )
     if s.speculation_method not in catalog.SPECULATION_METHODS:
-        yield Problem("serving.speculation_method", s.speculation_method, "is not a speculation method", ", ".join(catalog.SPECULATION_METHODS))
+        yield Problem(
+            "serving.speculation_method", s.speculation_method, "is not a speculation method", ", ".join(catalog.SPECULATION_METHODS)
+        )
     yield from _range("serving.max_num_seqs", s.max_num_seqs, 1, 256)
     yield from _range("serving.max_model_len", s.max_model_len, 128, 131072)
     needed = c.benchmark.input_tokens + c.benchmark.output_tokens
     if s.max_model_len < needed:
         yield Problem(
-            "serving.max_model_len", s.max_model_len, f"is shorter than benchmark input + output tokens ({c.benchmark.input_tokens} + {c.benchmark.output_tokens})", f">= {needed}"
+            "serving.max_model_len",
+            s.max_model_len,
+            f"is shorter than benchmark input + output tokens ({c.benchmark.input_tokens} + {c.benchmark.output_tokens})",
+            f">= {needed}",
         )
     if not IMAGE.match(s.image):
-        yield Problem("serving.image", s.image, "is not an image reference pinned by tag or digest", "registry/repository:tag or registry/repository@sha256:<digest>")
+        yield Problem(
+            "serving.image",
+            s.image,
+            "is not an image reference pinned by tag or digest",
+            "registry/repository:tag or registry/repository@sha256:<digest>",
+        )
     yield from tensor_parallel_rules(c)
 
 
@@ -196,13 +251,23 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
     yield from _range("benchmark.concurrent_requests", b.concurrent_requests, 1, 1024)
     yield from _range("benchmark.requests_per_test_case", b.requests_per_test_case, 1, 100000)
     if not NAMESPACE.match(b.metrics_namespace):
-        yield Problem("benchmark.metrics_namespace", b.metrics_namespace, "is not a CloudWatch custom namespace", "1-255 of A-Z a-z 0-9 . - _ / # : space, not starting with AWS/")
+        yield Problem(
+            "benchmark.metrics_namespace",
+            b.metrics_namespace,
+            "is not a CloudWatch custom namespace",
+            "1-255 of A-Z a-z 0-9 . - _ / # : space, not starting with AWS/",
+        )
 
 
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
     a = c.addons
     if not SEMVER.match(a.neuron_helm_chart_version):
-        yield Problem("addons.neuron_helm_chart_version", a.neuron_helm_chart_version, "is not a chart version (helm pull needs one)", "a published version such as 1.10.0")
+        yield Problem(
+            "addons.neuron_helm_chart_version",
+            a.neuron_helm_chart_version,
+            "is not a chart version (helm pull needs one)",
+            "a published version such as 1.10.0",
+        )
     for key, value in (
         ("addons.cloudwatch_observability_version", a.cloudwatch_observability_version),
         ("addons.mountpoint_s3_csi_version", a.mountpoint_s3_csi_version),
@@ -213,7 +278,12 @@ def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
 
 def data_rules(c: PlatformConfig) -> Iterable[Problem]:
     if c.data.log_retention_days not in catalog.LOG_RETENTION_DAYS:
-        yield Problem("data.log_retention_days", c.data.log_retention_days, "is not a CloudWatch Logs retention period", ", ".join(map(str, catalog.LOG_RETENTION_DAYS)))
+        yield Problem(
+            "data.log_retention_days",
+            c.data.log_retention_days,
+            "is not a CloudWatch Logs retention period",
+            ", ".join(map(str, catalog.LOG_RETENTION_DAYS)),
+        )
 
 
 RULES: tuple[Rule, ...] = (

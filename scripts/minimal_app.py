@@ -28,12 +28,20 @@ def main(outdir: str) -> None:
     template = ec2.CfnLaunchTemplate(stack, "Lt", launch_template_data={"instanceType": "trn2.48xlarge"})
     group = cluster.add_nodegroup_capacity("Trn2", launch_template_spec=eks.LaunchTemplateSpec(id=template.ref))
     group.node.default_child.add_property_override("AmiType", "AL2023_x86_64_NEURON")
-    cluster.add_helm_chart("Neuron", chart="neuron-helm-chart", repository="oci://public.ecr.aws/neuron/neuron-helm-chart", version="1.10.0")
+    cluster.add_helm_chart(
+        "Neuron", chart="neuron-helm-chart", repository="oci://public.ecr.aws/neuron/neuron-helm-chart", version="1.10.0"
+    )
     eks.Addon(stack, "Agent", cluster=cluster, addon_name="eks-pod-identity-agent")
     chart = cdk8s.Chart(cdk8s.App(), "Hello")
     cdk8s.ApiObject(chart, "Cm", api_version="v1", kind="ConfigMap", metadata={"name": "hello"})
     cluster.add_cdk8s_chart("Hello", chart)
-    lambda_.Function(stack, "Fn", runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler", code=lambda_.Code.from_inline("def handler(e, c): return e"))
+    lambda_.Function(
+        stack,
+        "Fn",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(e, c): return e"),
+    )
     app.synth()
 
 

@@ -19,7 +19,12 @@ def build_app(app: App, config: PlatformConfig) -> tuple[DataStack, PlatformStac
     env = Environment(account=config.env.account, region=config.env.region)
     data = DataStack(app, DATA_STACK, config=config, env=env, description="Spec-decode benchmark: data bucket")
     platform = PlatformStack(
-        app, PLATFORM_STACK, config=config, model_cache_role=data.model_cache_role, env=env, description="Spec-decode benchmark: EKS on Trainium2"
+        app,
+        PLATFORM_STACK,
+        config=config,
+        model_cache_role=data.model_cache_role,
+        env=env,
+        description="Spec-decode benchmark: EKS on Trainium2",
     )
     platform.add_stack_dependency(data)
     Tags.of(app).add("project", "specdecode-trn2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Annotations, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_logs as logs
@@ -80,6 +80,12 @@ class TrainiumCluster(Construct):
         )
         self.cluster.node.default_child.node.add_dependency(self.control_plane_logs)
 
+        if not props.admin_principal_arns:
+            Annotations.of(self).add_warning_v2(
+                "specdecode:noAdminPrincipals",
+                "cluster.admin_principal_arns is empty: only CloudFormation's role can use kubectl on this cluster. "
+                "Pass -c cluster.admin_principal_arns=arn:aws:iam::<account>:role/<your role>.",
+            )
         self.admin_access = [
             eks.AccessEntry(
                 self,
@@ -87,9 +93,7 @@ class TrainiumCluster(Construct):
                 cluster=self.cluster,
                 principal=arn,
                 access_policies=[
-                    eks.AccessPolicy.from_access_policy_name(
-                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
-                    )
+                    eks.AccessPolicy.from_access_policy_name("AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)
                 ],
             )
             for index, arn in enumerate(props.admin_principal_arns)

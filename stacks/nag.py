@@ -23,24 +23,45 @@ ECR_PUBLIC_CONDITIONAL = (
 PLATFORM_ACKNOWLEDGMENTS: tuple[tuple[str, str, str], ...] = (
     ("Eks/Cluster/Role", MANAGED.format("AmazonEKSClusterPolicy"), "EKS requires this AWS-managed policy on the cluster service role."),
     *(
-        (f"Eks/Cluster/KubectlProvider/{fn}", MANAGED.format(f"service-role/{policy}"), "aws-cdk-lib's kubectl provider Lambda: CloudWatch Logs and VPC ENI permissions it needs to run in the cluster VPC.")
+        (
+            f"Eks/Cluster/KubectlProvider/{fn}",
+            MANAGED.format(f"service-role/{policy}"),
+            "aws-cdk-lib's kubectl provider Lambda: CloudWatch Logs and VPC ENI permissions it needs to run in the cluster VPC.",
+        )
         for fn in ("Handler", "Provider/framework-onEvent")
         for policy in ("AWSLambdaBasicExecutionRole", "AWSLambdaVPCAccessExecutionRole")
     ),
-    ("Eks/Cluster/KubectlProvider/Handler", MANAGED.format("AmazonEC2ContainerRegistryReadOnly"), "The kubectl handler pulls Helm charts from OCI registries (read-only)."),
+    (
+        "Eks/Cluster/KubectlProvider/Handler",
+        MANAGED.format("AmazonEC2ContainerRegistryReadOnly"),
+        "The kubectl handler pulls Helm charts from OCI registries (read-only).",
+    ),
     ("Eks/Cluster/KubectlProvider/Handler", ECR_PUBLIC_CONDITIONAL, "The Neuron Helm chart is pulled from public.ecr.aws (read-only)."),
-    ("Eks/Cluster/KubectlProvider/Handler", "AwsSolutions-L1", "Runtime is set by aws-cdk-lib's kubectl provider and moves with the pinned aws-cdk-lib version."),
+    (
+        "Eks/Cluster/KubectlProvider/Handler",
+        "AwsSolutions-L1",
+        "Runtime is set by aws-cdk-lib's kubectl provider and moves with the pinned aws-cdk-lib version.",
+    ),
     *(
-        (f"Eks/Cluster/Nodegroup{group}", MANAGED.format(policy), "EKS managed node groups require this AWS-managed policy on the node role.")
+        (
+            f"Eks/Cluster/Nodegroup{group}",
+            MANAGED.format(policy),
+            "EKS managed node groups require this AWS-managed policy on the node role.",
+        )
         for group in ("SystemNodes", "NeuronNodes")
         for policy in ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly")
     ),
     (
         "ContainerInsights/AgentRole",
         MANAGED.format("CloudWatchAgentServerPolicy"),
-        "AWS-documented policy of the CloudWatch agent (metric/log writes, EC2/EBS describes); Pod Identity binds it to one service account.",
+        "AWS-documented policy of the CloudWatch agent (metric/log writes, EC2/EBS describes); "
+        "Pod Identity binds it to one service account.",
     ),
-    ("Network/Vpc", "CloudFormation-Validate::W3010", "AZs are deliberate: trn2 capacity and reservations exist only in specific AZs, so they are configured, not looked up."),
+    (
+        "Network/Vpc",
+        "CloudFormation-Validate::W3010",
+        "AZs are deliberate: trn2 capacity and reservations exist only in specific AZs, so they are configured, not looked up.",
+    ),
 )
 
 

@@ -41,9 +41,7 @@ class Network(Construct):
                 ec2.SubnetConfiguration(name="nodes", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=private_mask),
             ],
         )
-        self.flow_log_group = logs.LogGroup(
-            self, "FlowLogs", retention=props.log_retention, removal_policy=RemovalPolicy.DESTROY
-        )
+        self.flow_log_group = logs.LogGroup(self, "FlowLogs", retention=props.log_retention, removal_policy=RemovalPolicy.DESTROY)
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group))
 
     def node_subnets(self, availability_zone: str | None = None) -> ec2.SubnetSelection:

@@ -68,9 +68,7 @@ def launch_template_data(props: NeuronNodeGroupProps) -> ec2.CfnLaunchTemplate.L
             )
         ],
         # IMDSv2 only; hop limit 2 so node agents in containers can still read the region.
-        metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-            http_tokens="required", http_put_response_hop_limit=2
-        ),
+        metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(http_tokens="required", http_put_response_hop_limit=2),
         capacity_reservation_specification=reservation,
         instance_market_options=market,
     )
@@ -79,9 +77,7 @@ def launch_template_data(props: NeuronNodeGroupProps) -> ec2.CfnLaunchTemplate.L
 class NeuronNodeGroup(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: NeuronNodeGroupProps) -> None:
         super().__init__(scope, construct_id)
-        self.launch_template = ec2.CfnLaunchTemplate(
-            self, "LaunchTemplate", launch_template_data=launch_template_data(props)
-        )
+        self.launch_template = ec2.CfnLaunchTemplate(self, "LaunchTemplate", launch_template_data=launch_template_data(props))
         self.nodegroup = props.cluster.add_nodegroup_capacity(
             "NeuronNodes",
             launch_template_spec=eks.LaunchTemplateSpec(
@@ -93,10 +89,6 @@ class NeuronNodeGroup(Construct):
             max_size=props.max_size,
             subnets=props.subnets,
             labels={layout.NODE_POOL_LABEL: layout.NEURON_POOL},
-            taints=[
-                eks.TaintSpec(
-                    effect=eks.TaintEffect.NO_SCHEDULE, key=layout.NEURON_TAINT_KEY, value=layout.NEURON_TAINT_VALUE
-                )
-            ],
+            taints=[eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=layout.NEURON_TAINT_KEY, value=layout.NEURON_TAINT_VALUE)],
         )
         self.nodegroup.node.default_child.add_property_override("AmiType", NEURON_AMI_TYPE)

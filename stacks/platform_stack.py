@@ -4,8 +4,8 @@ bottom like the architecture diagram in the README."""
 from __future__ import annotations
 
 from aws_cdk import Aspects, CfnOutput, Stack
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import PlatformConfig, catalog
@@ -18,8 +18,8 @@ from .addons import (
     NeuronHelmAddOn,
     NeuronHelmProps,
 )
-from .log_policy import LogGroupPolicy
 from .cluster import ClusterProps, SystemNodeGroupProps, TrainiumCluster
+from .log_policy import LogGroupPolicy
 from .network import Network, NetworkProps
 from .neuron_nodes import NeuronNodeGroup, NeuronNodeGroupProps
 

@@ -9,8 +9,8 @@ says who may touch the data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -58,9 +58,7 @@ class DataBucket(Construct):
             removal_policy=removal,
             auto_delete_objects=not props.keep_on_destroy,
         )
-        self.access_logs = s3.Bucket(
-            self, "AccessLogs", lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))], **common
-        )
+        self.access_logs = s3.Bucket(self, "AccessLogs", lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))], **common)
         self.bucket = s3.Bucket(
             self,
             "Bucket",

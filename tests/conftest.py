@@ -58,7 +58,7 @@ class Assembly:
     expected_returncode: int = 0
     _done: bool = False
 
-    def wait(self) -> "Assembly":
+    def wait(self) -> Assembly:
         if not self._done:
             _, stderr = self.process.communicate(timeout=300)
             if self.process.returncode != self.expected_returncode:

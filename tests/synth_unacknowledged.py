@@ -13,10 +13,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from aws_cdk import App  # noqa: E402
+
 import app as entry  # noqa: E402
 import stacks.nag  # noqa: E402
 import stacks.storage  # noqa: E402
-from aws_cdk import App  # noqa: E402
 from config import load_config  # noqa: E402
 from stacks import build_app  # noqa: E402
 

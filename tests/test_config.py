@@ -89,7 +89,10 @@ def test_coerce_accepts(value, kind, expected):
     assert coerce(value, kind) == expected
 
 
-@pytest.mark.parametrize("value, kind", [("eight", int), (True, int), (8.5, int), ("maybe", bool), (3, str), ("[1, 2]", tuple[str, ...]), ("[x", tuple[str, ...])])
+@pytest.mark.parametrize(
+    "value, kind",
+    [("eight", int), (True, int), (8.5, int), ("maybe", bool), (3, str), ("[1, 2]", tuple[str, ...]), ("[x", tuple[str, ...])],
+)
 def test_coerce_rejects(value, kind):
     with pytest.raises(ValueError):
         coerce(value, kind)

@@ -18,7 +18,11 @@ def test_cfn_lint_reports_nothing_on_any_template(cli_assembly, variant_assembly
     assert len(templates) == 4
     result = subprocess.run(
         [CFN_LINT, "--regions", "us-east-2", "--format", "parseable", "--", *templates],
-        cwd=ROOT, env=OFFLINE_ENV, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=OFFLINE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 

@@ -6,6 +6,8 @@ control-plane logging and endpoint access are asserted here instead.
 
 from __future__ import annotations
 
+import json
+
 from conftest import ADMIN_ROLE, ADMIN_USER
 from templates import only, props, resources
 
@@ -94,3 +96,13 @@ def test_system_node_group(platform):
     assert p["DiskSize"] == 50
     assert "Taints" not in p
     assert len(p["Subnets"]) == 3
+
+
+def _warnings(assembly) -> list[str]:
+    metadata = json.loads(assembly.file("SpecDecodePlatform.metadata.json").read_text())
+    return [entry["data"] for entries in metadata.values() for entry in entries if entry["type"] == "aws:cdk:warning"]
+
+
+def test_synth_warns_when_nobody_could_use_kubectl(cli_assembly, variant_assembly):
+    assert any("cluster.admin_principal_arns is empty" in w for w in _warnings(cli_assembly))
+    assert not any("cluster.admin_principal_arns" in w for w in _warnings(variant_assembly))

@@ -39,7 +39,14 @@ def test_root_volume_and_imds(platform):
     data = props(_launch_template(platform, _neuron_group(platform)))["LaunchTemplateData"]
     (root,) = data["BlockDeviceMappings"]
     assert root["DeviceName"] == "/dev/xvda"
-    assert root["Ebs"] == {"DeleteOnTermination": True, "Encrypted": True, "Iops": 6000, "Throughput": 500, "VolumeSize": 500, "VolumeType": "gp3"}
+    assert root["Ebs"] == {
+        "DeleteOnTermination": True,
+        "Encrypted": True,
+        "Iops": 6000,
+        "Throughput": 500,
+        "VolumeSize": 500,
+        "VolumeType": "gp3",
+    }
     # IMDSv2 only; hop limit 2 (Mountpoint CSI v2 needs it to find its region).
     assert data["MetadataOptions"] == {"HttpPutResponseHopLimit": 2, "HttpTokens": "required"}
     assert "CapacityReservationSpecification" not in data and "InstanceMarketOptions" not in data
@@ -72,9 +79,17 @@ def test_on_demand_reservation_targets_the_reservation_without_capacity_block_ma
     stack = Stack(App(), "Probe")
     data = launch_template_data(
         NeuronNodeGroupProps(
-            cluster=None, subnets=ec2.SubnetSelection(), instance_type="trn2.48xlarge", min_size=0, desired_size=1, max_size=1,
-            root_volume_gib=500, root_volume_iops=6000, root_volume_throughput_mibps=500,
-            capacity_mode="reservation", capacity_reservation_id=RESERVATION,
+            cluster=None,
+            subnets=ec2.SubnetSelection(),
+            instance_type="trn2.48xlarge",
+            min_size=0,
+            desired_size=1,
+            max_size=1,
+            root_volume_gib=500,
+            root_volume_iops=6000,
+            root_volume_throughput_mibps=500,
+            capacity_mode="reservation",
+            capacity_reservation_id=RESERVATION,
         )
     )
     rendered = stack.resolve(ec2.CfnLaunchTemplate(stack, "Lt", launch_template_data=data).launch_template_data)

@@ -17,7 +17,10 @@ def test_data_bucket_is_encrypted_private_versioned_and_logged(data):
     assert p["VersioningConfiguration"] == {"Status": "Enabled"}
     assert p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
     assert p["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
     }
     assert p["LoggingConfiguration"]["LogFilePrefix"] == "data-bucket/"
     (rule,) = p["LifecycleConfiguration"]["Rules"]

@@ -33,9 +33,26 @@ def test_no_lookups_are_left_for_the_cli_to_resolve(cli_assembly):
 
 def test_bad_settings_stop_the_cli_with_one_line_each_and_no_traceback(tmp_path):
     result = subprocess.run(
-        ["npx", "--no-install", "cdk", "synth", "--quiet", "--output", str(tmp_path),
-         "-c", "serving.tensor_parallel_size=30", "-c", "serving.max_num_seqs=four", "-c", "neuron_nodes.capacity_mode=capacity-block"],
-        cwd=ROOT, env=OFFLINE_ENV, capture_output=True, text=True, timeout=120,
+        [
+            "npx",
+            "--no-install",
+            "cdk",
+            "synth",
+            "--quiet",
+            "--output",
+            str(tmp_path),
+            "-c",
+            "serving.tensor_parallel_size=30",
+            "-c",
+            "serving.max_num_seqs=four",
+            "-c",
+            "neuron_nodes.capacity_mode=capacity-block",
+        ],
+        cwd=ROOT,
+        env=OFFLINE_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("config error: ")]

@@ -8,9 +8,8 @@ The log groups the agent writes to are created here first, with retention, so th
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
@@ -20,7 +19,7 @@ from constructs import Construct, IDependable
 
 from config import layout
 
-from .pod_identity import pod_identity_association, pod_identity_role
+from .pod_identity import pod_identity_addon, pod_identity_role
 
 ADDON_NAME = "amazon-cloudwatch-observability"
 LOG_GROUP_KINDS = ("application", "dataplane", "host", "performance")
@@ -36,11 +35,7 @@ def addon_configuration() -> dict:
     return {
         "agent": {
             "config": {
-                "logs": {
-                    "metrics_collected": {
-                        "kubernetes": {"enhanced_container_insights": True, "accelerated_compute_metrics": True}
-                    }
-                }
+                "logs": {"metrics_collected": {"kubernetes": {"enhanced_container_insights": True, "accelerated_compute_metrics": True}}}
             }
         }
     }
@@ -72,14 +67,13 @@ class ContainerInsightsAddOn(Construct):
         # The AWS-documented policy for the CloudWatch agent: metric and log writes plus EC2/EBS
         # describe calls; Pod Identity limits it to the add-on's one service account.
         self.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"))
-        self.addon = eks.CfnAddon(
+        self.addon = pod_identity_addon(
             self,
-            "Addon",
+            cluster=props.cluster,
             addon_name=ADDON_NAME,
-            cluster_name=cluster_name,
-            addon_version=props.version or None,
-            resolve_conflicts="OVERWRITE",
-            configuration_values=json.dumps(addon_configuration(), sort_keys=True),
-            pod_identity_associations=[pod_identity_association(self.role, layout.CLOUDWATCH_SERVICE_ACCOUNT)],
+            version=props.version,
+            role=self.role,
+            service_account=layout.CLOUDWATCH_SERVICE_ACCOUNT,
+            configuration=addon_configuration(),
+            depends_on=(*self.log_groups, *props.depends_on),
         )
-        self.addon.node.add_dependency(props.cluster.eks_pod_identity_agent, *self.log_groups, *props.depends_on)

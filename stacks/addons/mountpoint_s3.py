@@ -7,8 +7,8 @@ a restarted pod neither re-downloads the weights nor recompiles.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -16,7 +16,7 @@ from constructs import Construct, IDependable
 
 from config import layout
 
-from .pod_identity import pod_identity_association
+from .pod_identity import pod_identity_addon
 
 ADDON_NAME = "aws-mountpoint-s3-csi-driver"
 
@@ -32,13 +32,12 @@ class MountpointS3Props:
 class MountpointS3AddOn(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: MountpointS3Props) -> None:
         super().__init__(scope, construct_id)
-        self.addon = eks.CfnAddon(
+        self.addon = pod_identity_addon(
             self,
-            "Addon",
+            cluster=props.cluster,
             addon_name=ADDON_NAME,
-            cluster_name=props.cluster.cluster_name,
-            addon_version=props.version or None,
-            resolve_conflicts="OVERWRITE",
-            pod_identity_associations=[pod_identity_association(props.role, layout.MOUNTPOINT_SERVICE_ACCOUNT)],
+            version=props.version,
+            role=props.role,
+            service_account=layout.MOUNTPOINT_SERVICE_ACCOUNT,
+            depends_on=props.depends_on,
         )
-        self.addon.node.add_dependency(props.cluster.eks_pod_identity_agent, *props.depends_on)

@@ -7,8 +7,9 @@ the project installs the chart itself, pinned: the kubectl handler runs ``helm p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
@@ -18,6 +19,9 @@ from config import layout
 
 SCHEDULER_NAME = "my-scheduler"  # the name chart 1.10.0 gives its custom scheduler
 
+# Verified version: 1.10.0 (seen pulled from this registry with digest sha256:ed5d8f73b7a05d3a1edf17b2
+# bfaf277ea995ad1c65b115fa8ba2c7b4dc649346); its neuronInstances list has trn2.48xlarge, 1.0.0's
+# does not. The kubectl handler pins by version only: `helm pull REPO --version V`.
 REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
 CHART = "neuron-helm-chart"
 RELEASE = "neuron"

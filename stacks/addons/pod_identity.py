@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from constructs import Construct, IDependable
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
@@ -17,6 +20,31 @@ def pod_identity_role(scope: Construct, construct_id: str, *, description: str) 
     return iam.Role(scope, construct_id, assumed_by=iam.SessionTagsPrincipal(principal), description=description)
 
 
-def pod_identity_association(role: iam.IRole, service_account: str) -> eks.CfnAddon.PodIdentityAssociationProperty:
-    """Binds ``role`` to the add-on's service account (EKS knows the add-on's namespace)."""
-    return eks.CfnAddon.PodIdentityAssociationProperty(role_arn=role.role_arn, service_account=service_account)
+def pod_identity_addon(
+    scope: Construct,
+    *,
+    cluster: eks.Cluster,
+    addon_name: str,
+    version: str,
+    role: iam.IRole,
+    service_account: str,
+    configuration: dict | None = None,
+    depends_on: Sequence[IDependable] = (),
+) -> eks.CfnAddon:
+    """An EKS add-on whose service account gets ``role`` through Pod Identity.
+
+    The L1 is used because the L2 ``eks.Addon`` has no Pod Identity option. The add-on depends on
+    the cluster's Pod Identity agent, without which its pods would start with no credentials.
+    """
+    addon = eks.CfnAddon(
+        scope,
+        "Addon",
+        addon_name=addon_name,
+        cluster_name=cluster.cluster_name,
+        addon_version=version or None,
+        resolve_conflicts="OVERWRITE",
+        configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
+        pod_identity_associations=[eks.CfnAddon.PodIdentityAssociationProperty(role_arn=role.role_arn, service_account=service_account)],
+    )
+    addon.node.add_dependency(cluster.eks_pod_identity_agent, *depends_on)
+    return addon
