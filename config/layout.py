@@ -16,8 +16,9 @@ NEURON_POOL = "neuron"
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 NEURON_TAINT_VALUE = "true"
 
-# Service accounts the add-ons bind through EKS Pod Identity (amazon-cloudwatch/cloudwatch-agent,
-# kube-system/s3-csi-driver-sa).
+# Service accounts the add-ons bind through EKS Pod Identity, and their namespaces.
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
+MOUNTPOINT_NAMESPACE = "kube-system"
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 NEURON_HELM_NAMESPACE = "kube-system"

@@ -14,7 +14,8 @@ from .storage import DataBucket, DataBucketProps
 class DataStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: PlatformConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.storage = DataBucket(self, "Data", DataBucketProps(keep_on_destroy=config.data.keep_bucket_on_destroy))
+        props = DataBucketProps(cluster_name=config.cluster.name, keep_on_destroy=config.data.keep_bucket_on_destroy)
+        self.storage = DataBucket(self, "Data", props)
         self.bucket = self.storage.bucket
         self.model_cache_role = self.storage.model_cache_role
         CfnOutput(self, "DataBucketName", value=self.bucket.bucket_name, description="Weights, artifacts and results")

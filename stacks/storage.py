@@ -25,6 +25,8 @@ from .nag import acknowledge, wildcard_finding
 
 @dataclass(frozen=True)
 class DataBucketProps:
+    # The EKS cluster whose Mountpoint driver may use the model-cache role.
+    cluster_name: str
     keep_on_destroy: bool = True
     noncurrent_version_days: int = 30
     # Prefixes the Mountpoint CSI driver may read and write: the model cache, not results.
@@ -74,7 +76,12 @@ class DataBucket(Construct):
             **common,
         )
         self.model_cache_role = pod_identity_role(
-            self, "ModelCacheRole", description="Mountpoint for S3 CSI driver: model weights and Neuron artifacts"
+            self,
+            "ModelCacheRole",
+            description="Mountpoint for S3 CSI driver: model weights and Neuron artifacts",
+            cluster_name=props.cluster_name,
+            namespace=layout.MOUNTPOINT_NAMESPACE,
+            service_account=layout.MOUNTPOINT_SERVICE_ACCOUNT,
         )
         for statement in prefix_read_write_statements(self.bucket, props.model_cache_prefixes):
             self.model_cache_role.add_to_policy(statement)

@@ -81,17 +81,20 @@ def test_container_insights_log_groups_exist_before_the_agent(platform):
     assert log_group_names("c") == [f"/aws/containerinsights/c/{kind}" for kind in ("application", "dataplane", "host", "performance")]
 
 
-def test_pod_identity_roles_trust_only_eks_pods_in_this_account(platform, data):
-    trusts = []
+def test_pod_identity_roles_trust_one_service_account_of_this_cluster(platform, data):
+    trusts = {}
     for template in (platform, data):
         for role in resources(template, "AWS::IAM::Role").values():
             for statement in props(role)["AssumeRolePolicyDocument"]["Statement"]:
                 if statement["Principal"].get("Service") == "pods.eks.amazonaws.com":
-                    trusts.append(statement)
-    assert len(trusts) == 2  # CloudWatch agent, Mountpoint driver
-    for statement in trusts:
+                    tags = statement["Condition"]["StringEquals"]
+                    trusts[tags["aws:RequestTag/kubernetes-service-account"]] = (statement, tags)
+    assert set(trusts) == {"cloudwatch-agent", "s3-csi-driver-sa"}
+    for statement, tags in trusts.values():
         assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
-        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+        assert tags["aws:RequestTag/eks-cluster-name"] in ("specdecode-trn2", {"Ref": only(platform, "AWS::EKS::Cluster")[0]})
+    assert trusts["cloudwatch-agent"][1]["aws:RequestTag/kubernetes-namespace"] == "amazon-cloudwatch"
+    assert trusts["s3-csi-driver-sa"][1]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
 
 
 # --- Mountpoint for S3 --------------------------------------------------------------------------

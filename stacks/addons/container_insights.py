@@ -63,7 +63,14 @@ class ContainerInsightsAddOn(Construct):
             )
             for name in log_group_names(cluster_name)
         ]
-        self.role = pod_identity_role(self, "AgentRole", description="CloudWatch agent and Fluent Bit of Container Insights")
+        self.role = pod_identity_role(
+            self,
+            "AgentRole",
+            description="CloudWatch agent and Fluent Bit of Container Insights",
+            cluster_name=cluster_name,
+            namespace=layout.CLOUDWATCH_NAMESPACE,
+            service_account=layout.CLOUDWATCH_SERVICE_ACCOUNT,
+        )
         # The AWS-documented policy for the CloudWatch agent: metric and log writes plus EC2/EBS
         # describe calls; Pod Identity limits it to the add-on's one service account.
         self.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"))

@@ -1,11 +1,10 @@
-"""IAM roles for EKS Pod Identity: trusted only by the Pod Identity service in this account."""
+"""EKS Pod Identity: roles bound to one service account, and add-ons that use them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
@@ -13,10 +12,23 @@ from constructs import Construct, IDependable
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
-def pod_identity_role(scope: Construct, construct_id: str, *, description: str) -> iam.Role:
-    """A role that EKS Pod Identity may assume (with session tags) on behalf of this account only."""
-    account = Stack.of(scope).account
-    principal = iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_conditions({"StringEquals": {"aws:SourceAccount": account}})
+def pod_identity_role(
+    scope: Construct, construct_id: str, *, description: str, cluster_name: str, namespace: str, service_account: str
+) -> iam.Role:
+    """A role only EKS Pod Identity may assume, and only for one service account of one cluster.
+
+    The conditions use the session tags Pod Identity sets on every AssumeRole (documented in the
+    EKS user guide, "Create IAM role with trust policy required by EKS Pod Identity").
+    """
+    principal = iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_conditions(
+        {
+            "StringEquals": {
+                "aws:RequestTag/eks-cluster-name": cluster_name,
+                "aws:RequestTag/kubernetes-namespace": namespace,
+                "aws:RequestTag/kubernetes-service-account": service_account,
+            }
+        }
+    )
     return iam.Role(scope, construct_id, assumed_by=iam.SessionTagsPrincipal(principal), description=description)
 
 
