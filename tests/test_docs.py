@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import re
 
-from config import all_keys
+import pytest
+
+from config import all_keys, load_config
+from config.cost import BEGIN as COST_BEGIN
+from config.cost import END as COST_END
+from config.cost import cost_table, hourly_cost
 from config.docs import BEGIN, END, config_table
 from conftest import ROOT
 
@@ -26,6 +31,21 @@ def test_ci_runs_the_readme_test_command():
 def test_configuration_table_is_generated_from_the_model():
     embedded = README.split(BEGIN, 1)[1].split(END, 1)[0].strip()
     assert embedded == config_table(), "README config table is stale: run `python -m config.docs` and paste it"
+
+
+def test_cost_table_is_generated_from_the_model():
+    embedded = README.split(COST_BEGIN, 1)[1].split(COST_END, 1)[0].strip()
+    assert embedded == cost_table(load_config({}, {})), "README cost table is stale: run `python -m config.cost`"
+
+
+def test_cost_follows_the_configuration():
+    default = {line.item: line.per_hour for line in hourly_cost(load_config({}, {}))}
+    bigger = {line.item: line.per_hour for line in hourly_cost(load_config({"system_nodes.desired_size": 3}, {}))}
+    assert bigger["3 x m7i.xlarge system nodes"] == pytest.approx(default["2 x m7i.xlarge system nodes"] * 1.5)
+    assert (
+        bigger["gp3 root volumes (size, IOPS and throughput above baseline)"]
+        > default["gp3 root volumes (size, IOPS and throughput above baseline)"]
+    )
 
 
 def test_every_setting_is_documented():
