@@ -24,7 +24,7 @@ test: dev-deps
 deps: $(VENV)/.runtime node_modules/.installed
 dev-deps: deps $(VENV)/.dev
 
-$(VENV)/.runtime: requirements.txt
+$(VENV)/.runtime: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements.txt
 	touch $@
