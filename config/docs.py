@@ -1,6 +1,7 @@
 """Render the configuration reference as a Markdown table: ``python -m config.docs``.
 
-The README embeds this output between markers; tests/test_docs.py fails when they drift apart.
+The README embeds this output (and config.cost's table) between markers; tests/test_docs.py fails
+when they drift apart. ``python -m config.docs --write README.md`` refreshes both blocks in place.
 """
 
 from __future__ import annotations
@@ -35,7 +36,28 @@ def config_table() -> str:
     return "\n".join(rows)
 
 
+def refresh(text: str) -> str:
+    """``text`` with both generated blocks (configuration and cost tables) replaced."""
+    from . import cost
+    from .loader import load_config
+
+    for begin, end, body in (
+        (BEGIN, END, config_table()),
+        (cost.BEGIN, cost.END, cost.cost_table(load_config({}, {}))),
+    ):
+        head, rest = text.split(begin, 1)
+        text = f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}"
+    return text
+
+
 if __name__ == "__main__":
-    print(BEGIN)
-    print(config_table())
-    print(END)
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:2] == ["--write"]:
+        path = Path(sys.argv[2])
+        path.write_text(refresh(path.read_text()))
+    else:
+        print(BEGIN)
+        print(config_table())
+        print(END)

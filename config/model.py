@@ -37,7 +37,8 @@ class EnvSettings:
     )
     availability_zones: tuple[str, ...] = setting(
         (),
-        "AZs the VPC spans (at least 2, EKS needs two). Must include `neuron_nodes.availability_zone`.",
+        "AZs the VPC spans (at least 2, EKS needs two); must include `neuron_nodes.availability_zone`. "
+        "Set it where a region's AZ letters are not a, b, c.",
         derived="`<region>a`, `<region>b`, `<region>c`",
     )
 

@@ -114,6 +114,8 @@ def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
             "a general-purpose type such as m7i.xlarge",
         )
     yield from _group_sizes("system_nodes", s.min_size, s.desired_size, s.max_size, 20)
+    if s.min_size < 1:
+        yield Problem("system_nodes.min_size", s.min_size, "leaves CoreDNS and the add-ons nowhere to run", ">= 1")
     yield from _range("system_nodes.disk_size_gib", s.disk_size_gib, 20, 1000)
 
 

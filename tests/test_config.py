@@ -303,6 +303,12 @@ def test_node_group_sizes():
     assert "neuron_nodes.desired_size" in only_problem(neuron_nodes__min_size=2, neuron_nodes__max_size=2, neuron_nodes__desired_size=1)
 
 
+def test_system_group_cannot_scale_to_zero():
+    assert only_problem(system_nodes__min_size=0) == (
+        "system_nodes.min_size=0: leaves CoreDNS and the add-ons nowhere to run; allowed: >= 1"
+    )
+
+
 def test_root_volume_limits():
     assert only_problem(neuron_nodes__root_volume_iops=20000).endswith("allowed: 3000 to 16000")
     assert only_problem(neuron_nodes__root_volume_gib=50).endswith("allowed: 100 to 16384")

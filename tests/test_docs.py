@@ -30,12 +30,12 @@ def test_ci_runs_the_readme_test_command():
 
 def test_configuration_table_is_generated_from_the_model():
     embedded = README.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    assert embedded == config_table(), "README config table is stale: run `python -m config.docs` and paste it"
+    assert embedded == config_table(), "README config table is stale: run `python -m config.docs --write README.md`"
 
 
 def test_cost_table_is_generated_from_the_model():
     embedded = README.split(COST_BEGIN, 1)[1].split(COST_END, 1)[0].strip()
-    assert embedded == cost_table(load_config({}, {})), "README cost table is stale: run `python -m config.cost`"
+    assert embedded == cost_table(load_config({}, {})), "README cost table is stale: run `python -m config.docs --write README.md`"
 
 
 def test_cost_follows_the_configuration():
