@@ -7,7 +7,6 @@ These are contracts between components, not tunables, so they are constants rath
 MODELS_PREFIX = "models/"  # Hugging Face weights, one folder per model id
 ARTIFACTS_PREFIX = "neuron-artifacts/"  # compiled Neuron graphs, one folder per serving config hash
 RESULTS_PREFIX = "results/"  # benchmark runs, one folder per run id
-DATA_PREFIXES = (MODELS_PREFIX, ARTIFACTS_PREFIX, RESULTS_PREFIX)
 
 # Node labels and taints the charts select on.
 NODE_POOL_LABEL = "specdecode/pool"

@@ -2,7 +2,8 @@
 
 Each acknowledgment sits on the narrowest construct it applies to and says why the finding does
 not apply; anything not listed here fails synth. cdk-nag's EKS rules only inspect the legacy
-aws_eks classes, so cluster logging and endpoint access are asserted in tests/test_cluster.py.
+aws_eks classes, so cluster logging and endpoint access are asserted in
+tests/test_network_and_cluster.py.
 """
 
 from __future__ import annotations
@@ -72,19 +73,17 @@ def _at(stack: Stack, path: str) -> Construct:
     return construct
 
 
-def wildcard_finding(scope: Construct, resource: str) -> str:
-    """cdk-nag's id for an IAM5 finding on ``resource``, rendered the way cdk-nag renders it:
-    ``<LogicalId.Attr>`` for a GetAtt, compact JSON for any other intrinsic."""
-    stack = Stack.of(scope)
-    prefix, _, suffix = resource.partition("/")
-    resolved = stack.resolve(prefix if "/" in resource else resource)
+def wildcard_finding(scope: Construct, resource: str, suffix: str) -> str:
+    """cdk-nag's id for an IAM5 finding on ``resource + suffix`` (e.g. a bucket ARN and "/models/*"),
+    rendered as cdk-nag renders it: ``<LogicalId.Attr>`` for a GetAtt, compact JSON otherwise."""
+    resolved = Stack.of(scope).resolve(resource)
     if isinstance(resolved, dict) and "Fn::GetAtt" in resolved:
         rendered = "<{}.{}>".format(*resolved["Fn::GetAtt"])
     elif isinstance(resolved, dict):
         rendered = json.dumps(resolved, separators=(",", ":"))
     else:
         rendered = str(resolved)
-    return f"AwsSolutions-IAM5[Resource::{rendered}{'/' + suffix if suffix else ''}]"
+    return f"AwsSolutions-IAM5[Resource::{rendered}{suffix}]"
 
 
 def acknowledge(scope: Construct, finding: str, reason: str) -> None:
@@ -95,9 +94,8 @@ def acknowledge_findings(platform: Stack) -> None:
     for path, finding, reason in PLATFORM_ACKNOWLEDGMENTS:
         acknowledge(_at(platform, path), finding, reason)
     handler = _at(platform, "Eks/Cluster/KubectlProvider/Handler")
-    handler_arn = handler.function_arn  # type: ignore[attr-defined]
     acknowledge(
         _at(platform, "Eks/Cluster/KubectlProvider/Provider/framework-onEvent"),
-        wildcard_finding(platform, handler_arn).replace("]", ":*]"),
+        wildcard_finding(platform, handler.function_arn, ":*"),  # type: ignore[attr-defined]
         "The provider framework may invoke only the kubectl handler's versions and aliases (<handler arn>:*).",
     )

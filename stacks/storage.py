@@ -88,6 +88,6 @@ class DataBucket(Construct):
         for prefix in props.model_cache_prefixes:
             acknowledge(
                 self.model_cache_role,
-                wildcard_finding(self, self.bucket.arn_for_objects(f"{prefix}*")),
+                wildcard_finding(self, self.bucket.bucket_arn, f"/{prefix}*"),
                 f"Object access is limited to the {prefix} prefix; the wildcard is the key below it.",
             )

@@ -54,7 +54,3 @@ def all_dependencies(template: dict, logical_id: str) -> set[str]:
                 seen.add(dep)
                 stack.append(dep)
     return seen
-
-
-def path_of(resource: dict) -> str:
-    return resource.get("Metadata", {}).get("aws:cdk:path", "")

@@ -17,8 +17,6 @@ from constructs import Construct, IDependable
 
 from config import layout
 
-SCHEDULER_NAME = "my-scheduler"  # the name chart 1.10.0 gives its custom scheduler
-
 # Verified version: 1.10.0 (seen pulled from this registry with digest sha256:ed5d8f73b7a05d3a1edf17b2
 # bfaf277ea995ad1c65b115fa8ba2c7b4dc649346); its neuronInstances list has trn2.48xlarge, 1.0.0's
 # does not. The kubectl handler pins by version only: `helm pull REPO --version V`.
