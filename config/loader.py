@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
-from dataclasses import MISSING, fields, replace
+from dataclasses import fields, replace
 from typing import Any, get_type_hints
 
 from .errors import ConfigError, Problem
@@ -118,11 +118,3 @@ def coerce(value: Any, kind: Any) -> Any:
             return tuple(v.strip() for v in value)
         raise ValueError("expected a list of text values")
     raise TypeError(f"unsupported setting type {kind!r}")  # a programming error, not user input
-
-
-def defaults_of(cls: type) -> dict[str, Any]:
-    """Field name -> default of one section (used by the docs generator)."""
-    out = {}
-    for f in fields(cls):
-        out[f.name] = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-    return out

@@ -77,8 +77,8 @@ def _start(name: str, outdir: Path) -> Assembly:
     process = subprocess.Popen(
         _command(name, outdir), cwd=ROOT, env=OFFLINE_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    # The variant, synthesized without acknowledgments, must fail validation (exit 3).
-    return Assembly(outdir, process, expected_returncode=3 if name == "variant" else 0)
+    # The variant, synthesized without acknowledgments, must fail validation (app.py exits 1).
+    return Assembly(outdir, process, expected_returncode=1 if name == "variant" else 0)
 
 
 def _direct(outdir: Path, context: dict[str, str], script: Path = ROOT / "app.py") -> list[str]:
