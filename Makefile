@@ -41,6 +41,12 @@ lint: dev-deps synth
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(BIN)/cfn-lint --regions us-east-2 -- cdk.out/*.template.json
 
+# Plain YAML of the serving objects (the same charts cdk deploy applies) for kubectl or GitOps:
+#   make dist BUCKET=<DataBucketName output of SpecDecodeData> [CONTEXT="-c key=value ..."]
+dist: deps
+	@test -n "$(BUCKET)" || { echo "usage: make dist BUCKET=<the DataBucketName output of the SpecDecodeData stack>" >&2; exit 2; }
+	$(BIN)/python -m charts.dist --bucket-name "$(BUCKET)" $(CONTEXT)
+
 bench: dev-deps
 	$(BIN)/python scripts/bench_synth.py
 

@@ -21,6 +21,9 @@ class TrainiumInstance:
     # Logical NeuronCore configurations (LNC) the chip supports: Trainium1 has only 1,
     # Trainium2 groups 1 or 2 physical cores into one logical core.
     lnc_options: tuple[int, ...]
+    # Device counts the Neuron scheduler extension allocates as a connected set: Trainium's 2D
+    # torus takes 1, 4, 8 or all 16 devices (Neuron docs, "Neuron scheduler extension").
+    schedulable_device_counts: tuple[int, ...] = (1, 4, 8, 16)
 
     def logical_cores_per_device(self, lnc: int) -> int:
         return self.physical_cores_per_device // lnc
@@ -33,7 +36,7 @@ class TrainiumInstance:
 TRAINIUM_INSTANCES: dict[str, TrainiumInstance] = {
     t.name: t
     for t in (
-        TrainiumInstance("trn1.2xlarge", 1, 2, 8, 32, (1,)),
+        TrainiumInstance("trn1.2xlarge", 1, 2, 8, 32, (1,), (1,)),
         TrainiumInstance("trn1.32xlarge", 16, 2, 128, 512, (1,)),
         TrainiumInstance("trn1n.32xlarge", 16, 2, 128, 512, (1,)),
         TrainiumInstance("trn2.48xlarge", 16, 8, 192, 2048, (1, 2)),

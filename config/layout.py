@@ -21,3 +21,19 @@ CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 MOUNTPOINT_NAMESPACE = "kube-system"
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 NEURON_HELM_NAMESPACE = "kube-system"
+
+# The serving contract the benchmark relies on: every vLLM Service listens here, and /health
+# answers 200 once the model is loaded.
+SERVING_PORT = 8000
+HEALTH_PATH = "/health"
+
+# The scheduler the Neuron Helm chart's scheduler extension runs as (chart value
+# scheduler.customScheduler); pods that ask for several Neuron devices name it.
+NEURON_SCHEDULER_NAME = "my-scheduler"
+
+# Where the serving pods see the bucket's model cache (Mountpoint for S3): models/<org>/<name>/
+# under MODELS_MOUNT, compiled graphs under ARTIFACTS_MOUNT. A model folder is complete once the
+# model-cache Job has written its marker file, last.
+MODELS_MOUNT = "/models"
+ARTIFACTS_MOUNT = "/neuron-artifacts"
+MODEL_COMPLETE_MARKER = ".specdecode-complete"

@@ -76,7 +76,10 @@ def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> Platfor
     neuron = config.neuron_nodes
     if not neuron.availability_zone:
         neuron = replace(neuron, availability_zone=env.availability_zones[0])
-    return replace(config, env=env, neuron_nodes=neuron)
+    addons = config.addons
+    if not addons.neuron_scheduler_image:
+        addons = replace(addons, neuron_scheduler_image=f"registry.k8s.io/kube-scheduler:v{config.cluster.kubernetes_version}.0")
+    return replace(config, env=env, neuron_nodes=neuron, addons=addons)
 
 
 def coerce(value: Any, kind: Any) -> Any:

@@ -111,6 +111,28 @@ class ServingSettings:
         "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
         "Serving image, identical for both services; pinned by tag or digest.",
     )
+    namespace: str = setting("specdecode", "Kubernetes namespace of the services, the model cache and the benchmark.")
+    baseline_service: str = setting("qwen-vllm", "Name of the baseline Deployment and Service (a DNS label).")
+    speculative_service: str = setting("qwen-sd-vllm", "Name of the speculative Deployment and Service (a DNS label).")
+    extra_speculative_variants: tuple[str, ...] = setting(
+        (),
+        "Further speculative services for sweeps, each `NAME:DRAFT_MODEL:K` (e.g. `qwen-sd-k5:Qwen/Qwen3-1.7B:5`); "
+        "each needs its own Neuron devices.",
+    )
+    cpu_per_service: int = setting(90, "vCPUs requested (and limited to) per service.")
+    memory_gib_per_service: int = setting(900, "Memory requested (and limited to) per service, GiB; includes `/dev/shm`.")
+    shm_gib: int = setting(128, "Size of the in-memory `/dev/shm` of a service, GiB.")
+    startup_timeout_minutes: int = setting(
+        285, "Startup-probe budget: how long a first start (download-free, but compiling the Neuron graphs) may take."
+    )
+    hf_token_secret_arn: str = setting(
+        "",
+        "Full ARN of a Secrets Manager secret holding a Hugging Face token, for gated models; empty = anonymous downloads.",
+    )
+    aws_cli_image: str = setting(
+        "public.ecr.aws/aws-cli/aws-cli:2.22.0",
+        "Image that reads `hf_token_secret_arn` in the model-cache Job (used only when that secret is set).",
+    )
 
 
 @dataclass(frozen=True)
@@ -125,7 +147,15 @@ class BenchmarkSettings:
 @dataclass(frozen=True)
 class AddonSettings:
     neuron_helm_chart_version: str = setting("1.10.0", "Version of `oci://public.ecr.aws/neuron/neuron-helm-chart`.")
-    neuron_scheduler: bool = setting(True, "Install the Neuron scheduler extension (contiguous device allocation).")
+    neuron_scheduler: bool = setting(
+        True, "Install the Neuron scheduler extension; the services then use it to get connected Neuron devices."
+    )
+    neuron_scheduler_image: str = setting(
+        "",
+        "kube-scheduler image the Neuron chart's second scheduler runs (the chart's own is v1.31, far outside "
+        "the version skew kube-scheduler is supported at).",
+        derived="`registry.k8s.io/kube-scheduler:v<cluster.kubernetes_version>.0`",
+    )
     cloudwatch_observability_version: str = setting(
         "", "Version of the `amazon-cloudwatch-observability` add-on; empty = EKS's default for the cluster version."
     )

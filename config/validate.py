@@ -6,9 +6,10 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
-from . import catalog
+from . import capacity, catalog
 from .errors import Problem
 from .model import PlatformConfig
+from .variants import parse_extra_variant, service_variants
 
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
@@ -21,6 +22,12 @@ SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 # CloudWatch namespaces: printable ASCII without ':' first, not starting with 'AWS/'.
 NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}$")
+
+# Kubernetes object names (RFC 1123 labels): namespaces, Services, Deployments.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_LABEL_RULE = "1-63 lowercase letters, digits or '-', starting and ending alphanumeric"
+# The full ARN (with the 6 characters Secrets Manager appends), so IAM can name the one secret.
+SECRET_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}-[A-Za-z0-9]{6}$")
 
 Rule = Callable[[PlatformConfig], Iterable[Problem]]
 
@@ -168,32 +175,78 @@ def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
 
 
-def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
-    s = c.serving
-    for key, model in (("serving.target_model", s.target_model), ("serving.draft_model", s.draft_model)):
-        if not catalog.HF_MODEL_ID.match(model):
-            yield Problem(key, model, "is not a Hugging Face model id", "<org>/<name>, e.g. Qwen/Qwen3-32B")
-    target_family, draft_family = catalog.model_family(s.target_model), catalog.model_family(s.draft_model)
+def speculation_problems(draft_key: str, k_key: str, draft: str, k: int, target: str) -> Iterable[Problem]:
+    """A speculative service needs both a draft model and k; the draft must be a smaller model of
+    the target's tokenizer family. Shared by the configuration and the chart specs."""
+    if not draft and k:
+        yield Problem(k_key, k, "is set but there is no draft model to propose the tokens", f"0, or set {draft_key}")
+        return
+    if draft and not k:
+        yield Problem(
+            k_key,
+            k,
+            f"is missing: the draft model {draft} needs a number of tokens to propose",
+            f"{catalog.MIN_SPECULATIVE_TOKENS} to {catalog.MAX_SPECULATIVE_TOKENS}",
+        )
+        return
+    if not draft:
+        return  # a baseline service
+    yield from _range(k_key, k, catalog.MIN_SPECULATIVE_TOKENS, catalog.MAX_SPECULATIVE_TOKENS)
+    if not catalog.HF_MODEL_ID.match(draft):
+        yield Problem(draft_key, draft, "is not a Hugging Face model id", "<org>/<name>, e.g. Qwen/Qwen3-1.7B")
+        return
+    target_family, draft_family = catalog.model_family(target), catalog.model_family(draft)
     if target_family != draft_family:
         yield Problem(
-            "serving.draft_model",
-            s.draft_model,
-            f"is from family {draft_family!r} but the target {s.target_model} is {target_family!r}; "
-            "a draft must share the target's tokenizer",
+            draft_key,
+            draft,
+            f"is from family {draft_family!r} but the target {target} is {target_family!r}; a draft must share the target's tokenizer",
             f"a smaller {target_family} model",
         )
+        return
+    target_b, draft_b = catalog.model_size_billions(target), catalog.model_size_billions(draft)
+    if target_b is not None and draft_b is not None and draft_b >= target_b:
+        yield Problem(
+            draft_key,
+            draft,
+            f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)",
+            f"a {target_family} model under {target_b:g}B",
+        )
+
+
+def tensor_parallel_problems(
+    key: str, tp: int, instance: catalog.TrainiumInstance, lnc: int, contiguous_devices: bool
+) -> Iterable[Problem]:
+    """TP must be a whole number of Neuron devices within one node; with the Neuron scheduler
+    extension, the device count must be one it can place on connected devices."""
+    per_device, node_cores = instance.logical_cores_per_device(lnc), instance.logical_cores(lnc)
+    multiples = f"a multiple of {per_device} up to {node_cores} on {instance.name} at LNC={lnc}"
+    if tp < 1 or tp % per_device:
+        yield Problem(key, tp, "is not a whole number of Neuron devices", multiples)
+    elif tp > node_cores:
+        yield Problem(key, tp, f"exceeds the {node_cores} logical NeuronCores of one {instance.name}", multiples)
+    elif contiguous_devices and tp // per_device not in instance.schedulable_device_counts:
+        allowed = ", ".join(str(n * per_device) for n in instance.schedulable_device_counts)
+        yield Problem(
+            key,
+            tp,
+            f"needs {tp // per_device} devices, a count the Neuron scheduler extension cannot place on connected devices",
+            f"{allowed} (or addons.neuron_scheduler=false)",
+        )
+
+
+def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
+    s = c.serving
+    if not catalog.HF_MODEL_ID.match(s.target_model):
+        yield Problem("serving.target_model", s.target_model, "is not a Hugging Face model id", "<org>/<name>, e.g. Qwen/Qwen3-32B")
+    if not s.draft_model:
+        yield Problem(
+            "serving.draft_model", "", "is empty; the speculative service needs a draft model", "a smaller model of the target's family"
+        )
     else:
-        target_b, draft_b = catalog.model_size_billions(s.target_model), catalog.model_size_billions(s.draft_model)
-        if target_b is not None and draft_b is not None and draft_b >= target_b:
-            yield Problem(
-                "serving.draft_model",
-                s.draft_model,
-                f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)",
-                f"a {target_family} model under {target_b:g}B",
-            )
-    yield from _range(
-        "serving.num_speculative_tokens", s.num_speculative_tokens, catalog.MIN_SPECULATIVE_TOKENS, catalog.MAX_SPECULATIVE_TOKENS
-    )
+        yield from speculation_problems(
+            "serving.draft_model", "serving.num_speculative_tokens", s.draft_model, s.num_speculative_tokens, s.target_model
+        )
     if s.speculation_method not in catalog.SPECULATION_METHODS:
         yield Problem(
             "serving.speculation_method", s.speculation_method, "is not a speculation method", ", ".join(catalog.SPECULATION_METHODS)
@@ -208,41 +261,96 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
             f"is shorter than benchmark input + output tokens ({c.benchmark.input_tokens} + {c.benchmark.output_tokens})",
             f">= {needed}",
         )
-    if not IMAGE.match(s.image):
+    for key, image in (("serving.image", s.image), ("serving.aws_cli_image", s.aws_cli_image)):
+        if not IMAGE.match(image):
+            yield Problem(
+                key,
+                image,
+                "is not an image reference pinned by tag or digest",
+                "registry/repository:tag or registry/repository@sha256:<digest>",
+            )
+    if s.hf_token_secret_arn and not SECRET_ARN.match(s.hf_token_secret_arn):
         yield Problem(
-            "serving.image",
-            s.image,
-            "is not an image reference pinned by tag or digest",
-            "registry/repository:tag or registry/repository@sha256:<digest>",
+            "serving.hf_token_secret_arn",
+            s.hf_token_secret_arn,
+            "is not the full ARN of a Secrets Manager secret",
+            "arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>",
         )
-    yield from tensor_parallel_rules(c)
+    yield from _range("serving.cpu_per_service", s.cpu_per_service, 1, 1024)
+    yield from _range("serving.memory_gib_per_service", s.memory_gib_per_service, 16, 16384)
+    if not 1 <= s.shm_gib < s.memory_gib_per_service:
+        yield Problem(
+            "serving.shm_gib",
+            s.shm_gib,
+            "must be at least 1 and below serving.memory_gib_per_service",
+            f"1 to {s.memory_gib_per_service - 1}",
+        )
+    yield from _range("serving.startup_timeout_minutes", s.startup_timeout_minutes, 5, 24 * 60)
+    yield from service_name_rules(c)
+    yield from capacity_rules(c)
 
 
-def tensor_parallel_rules(c: PlatformConfig) -> Iterable[Problem]:
-    """TP must be a whole number of Neuron devices, fit one node, and both services must fit the group."""
+def service_name_rules(c: PlatformConfig) -> Iterable[Problem]:
+    s = c.serving
+    if not DNS_LABEL.match(s.namespace):
+        yield Problem("serving.namespace", s.namespace, "is not a Kubernetes namespace name", DNS_LABEL_RULE)
+    named = [("serving.baseline_service", s.baseline_service), ("serving.speculative_service", s.speculative_service)]
+    for text in s.extra_speculative_variants:
+        key = "serving.extra_speculative_variants"
+        try:
+            variant = parse_extra_variant(text)
+        except ValueError as err:
+            yield Problem(key, text, str(err), "NAME:DRAFT_MODEL:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5")
+            continue
+        named.append((key, variant.name))
+        yield from speculation_problems(key, key, variant.draft_model, variant.num_speculative_tokens, s.target_model)
+    seen: set[str] = set()
+    for key, name in named:
+        if not DNS_LABEL.match(name) or name[0].isdigit():
+            yield Problem(key, name, "is not a Kubernetes Service name", DNS_LABEL_RULE + ", starting with a letter")
+        elif name in seen:
+            yield Problem(key, name, "names a service twice", "a distinct name per service")
+        seen.add(name)
+
+
+def capacity_rules(c: PlatformConfig) -> Iterable[Problem]:
+    """TP placeable on one node, and every service (baseline, speculative, extras) fits the node group."""
     instance = catalog.TRAINIUM_INSTANCES.get(c.neuron_nodes.instance_type)
     lnc = c.neuron_nodes.logical_nc_config
     if instance is None or lnc not in instance.lnc_options:
         return  # reported by neuron_node_rules
-    tp = c.serving.tensor_parallel_size
-    per_device, node_cores = instance.logical_cores_per_device(lnc), instance.logical_cores(lnc)
-    multiples = f"a multiple of {per_device} up to {node_cores} on {instance.name} at LNC={lnc}"
-    if tp < 1 or tp % per_device:
-        yield Problem("serving.tensor_parallel_size", tp, "is not a whole number of Neuron devices", multiples)
+    s = c.serving
+    tp_problems = list(
+        tensor_parallel_problems("serving.tensor_parallel_size", s.tensor_parallel_size, instance, lnc, c.addons.neuron_scheduler)
+    )
+    yield from tp_problems
+    if tp_problems:
         return
-    if tp > node_cores:
-        yield Problem("serving.tensor_parallel_size", tp, f"exceeds the {node_cores} logical NeuronCores of one {instance.name}", multiples)
+    service = capacity.service_request(instance, lnc, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
+    per_node = capacity.services_per_node(instance, service)
+    room = capacity.allocatable(instance)
+    if per_node == 0:
+        beside = " next to its daemons and the model-cache Job"
+        spare = room.cpu_millis - capacity.DAEMONSET_BUDGET.cpu_millis - capacity.MODEL_CACHE_JOB.cpu_millis
+        if service.cpu_millis > spare:
+            yield Problem("serving.cpu_per_service", s.cpu_per_service, f"does not fit one {instance.name}{beside}", f"<= {spare // 1000}")
+        else:
+            spare_mib = room.memory_mib - capacity.DAEMONSET_BUDGET.memory_mib - capacity.MODEL_CACHE_JOB.memory_mib
+            yield Problem(
+                "serving.memory_gib_per_service",
+                s.memory_gib_per_service,
+                f"does not fit one {instance.name}{beside}",
+                f"<= {spare_mib // 1024}",
+            )
         return
-    devices = tp // per_device
-    services_per_node = instance.neuron_devices // devices
-    services = 2  # baseline and speculative
-    capacity = services_per_node * c.neuron_nodes.max_size
-    if capacity < services:
+    services = len(service_variants(s))
+    if per_node * c.neuron_nodes.max_size < services:
         yield Problem(
             "neuron_nodes.max_size",
             c.neuron_nodes.max_size,
-            f"fits {capacity} service(s) of {devices} devices each, but the baseline and speculative services need {services}",
-            f">= {-(-services // services_per_node)} (or a smaller serving.tensor_parallel_size)",
+            f"fits {per_node * c.neuron_nodes.max_size} service(s) ({per_node} per node: {service.neuron_devices} devices, "
+            f"{s.cpu_per_service} vCPU, {s.memory_gib_per_service} GiB each), but {services} are configured",
+            f">= {-(-services // per_node)} (or smaller services, or fewer variants)",
         )
 
 
@@ -263,6 +371,14 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
 
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
     a = c.addons
+    # The chart takes a repository and a tag, so a digest cannot be passed.
+    if not IMAGE.match(a.neuron_scheduler_image) or "@" in a.neuron_scheduler_image:
+        yield Problem(
+            "addons.neuron_scheduler_image",
+            a.neuron_scheduler_image,
+            "is not an image reference pinned by tag",
+            "registry/repository:tag, e.g. registry.k8s.io/kube-scheduler:v1.35.0",
+        )
     if not SEMVER.match(a.neuron_helm_chart_version):
         yield Problem(
             "addons.neuron_helm_chart_version",

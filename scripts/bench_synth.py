@@ -6,13 +6,16 @@
 Measures, each as the median of N runs: `python app.py` (the full platform, with cdk-nag and
 CloudFormation validation), `npx cdk synth` (the same through the CLI), and the yardstick
 scripts/minimal_app.py (one eks_v2 cluster, Trn2 node group, Helm chart, add-on, cdk8s chart,
-Lambda). Then one run of `make test` with dependencies installed. Targets from issue #2: full
-synth at most 2x the yardstick; test command under 60 s.
+Lambda), and the full platform without the serving charts (scripts/synth_without_serving.py), so
+the synth time the charts add shows. Then each serving chart's manifest size against the kubectl
+provider's 256 KB payload limit, and one run of `make test` with dependencies installed. Targets:
+full synth at most 2x the yardstick; test command under 60 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -76,6 +79,21 @@ def median_of(runs: int, make_command) -> tuple[float, int]:
     return statistics.median(w for w, _ in results), max(m for _, m in results)
 
 
+PAYLOAD_LIMIT = 256 * 1024
+
+
+def chart_sizes() -> list[tuple[str, int]]:
+    """(manifest resource, bytes as the kubectl provider receives it) for every serving chart."""
+    with tempfile.TemporaryDirectory() as outdir:
+        measure([sys.executable, "app.py", "--outdir", outdir])
+        template = json.loads((Path(outdir) / "SpecDecodePlatform.template.json").read_text())
+    return [
+        (lid, len(json.dumps(r["Properties"]["Manifest"])))
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -86,6 +104,10 @@ def main() -> None:
         ("minimal eks_v2 app (yardstick)", median_of(args.runs, lambda out: [python, "scripts/minimal_app.py", out])),
         ("full platform, python app.py", median_of(args.runs, lambda out: [python, "app.py", "--outdir", out])),
         ("full platform, npx cdk synth", median_of(args.runs, lambda out: ["npx", "--no-install", "cdk", "synth", "-q", "-o", out])),
+        (
+            "full platform without serving charts, python app.py",
+            median_of(args.runs, lambda out: [python, "scripts/synth_without_serving.py", "--outdir", out]),
+        ),
     ]
     if not args.skip_tests:
         rows.append(("make test (deps installed)", measure(["make", "--no-print-directory", "test"])))
@@ -95,6 +117,10 @@ def main() -> None:
         print(f"| {name} | {wall:.1f} | {peak} |")
     yardstick = rows[0][1][0]
     print(f"full synth / yardstick: {rows[1][1][0] / yardstick:.2f}x (target <= 2x)")
+    print(f"synth time added by the serving charts: {rows[1][1][0] - rows[3][1][0]:+.1f} s")
+    print("| serving chart manifest | bytes | of the 256 KB payload limit |\n| --- | --- | --- |")
+    for lid, size in chart_sizes():
+        print(f"| {lid} | {size} | {100 * size / PAYLOAD_LIMIT:.1f}% |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ def build_app(app: App, config: PlatformConfig) -> tuple[DataStack, PlatformStac
         app,
         PLATFORM_STACK,
         config=config,
+        bucket=data.bucket,
         model_cache_role=data.model_cache_role,
         env=env,
         description="Spec-decode benchmark: EKS on Trainium2",

@@ -6,8 +6,10 @@ from __future__ import annotations
 from aws_cdk import Aspects, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from charts import serving_plan
 from config import PlatformConfig, catalog
 
 from .addons import (
@@ -22,10 +24,13 @@ from .cluster import ClusterProps, SystemNodeGroupProps, TrainiumCluster
 from .log_policy import LogGroupPolicy
 from .network import Network, NetworkProps
 from .neuron_nodes import NeuronNodeGroup, NeuronNodeGroupProps
+from .serving import ServingWorkloads, ServingWorkloadsProps
 
 
 class PlatformStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: PlatformConfig, model_cache_role: iam.IRole, **kwargs) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: PlatformConfig, bucket: s3.IBucket, model_cache_role: iam.IRole, **kwargs
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._azs = list(config.env.availability_zones)
         retention = _retention(config.data.log_retention_days)
@@ -88,6 +93,7 @@ class PlatformStack(Stack):
                 version=a.neuron_helm_chart_version,
                 instance_types=(n.instance_type,),
                 scheduler=a.neuron_scheduler,
+                scheduler_image=a.neuron_scheduler_image,
                 depends_on=nodes_and_access,
             ),
         )
@@ -102,6 +108,17 @@ class PlatformStack(Stack):
             self,
             "MountpointS3",
             MountpointS3Props(cluster=cluster, role=model_cache_role, version=a.mountpoint_s3_csi_version, depends_on=nodes_and_access),
+        )
+        # The serving charts need the device plugin and scheduler (Neuron chart) and the bucket
+        # volumes (Mountpoint driver); the add-ons already wait for the nodes and admin access.
+        self.serving = ServingWorkloads(
+            self,
+            "Serving",
+            ServingWorkloadsProps(
+                cluster=cluster,
+                plan=serving_plan(config, bucket.bucket_name),
+                depends_on=(self.neuron_helm.chart, self.mountpoint.addon),
+            ),
         )
 
         Aspects.of(self).add(LogGroupPolicy(config.data.log_retention_days))

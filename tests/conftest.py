@@ -38,6 +38,7 @@ os.environ.update({k: OFFLINE_ENV[k] for k in ("PATH", "AWS_EC2_METADATA_DISABLE
 ADMIN_ROLE = "arn:aws:iam::123456789012:role/PlatformAdmin"
 ADMIN_USER = "arn:aws:iam::123456789012:user/alice"
 RESERVATION = "cr-0123456789abcdef0"
+HF_TOKEN_SECRET_ARN = "arn:aws:secretsmanager:us-east-2:123456789012:secret:hf/token-AbCdEf"
 VARIANT_CONTEXT = {
     "neuron_nodes.capacity_mode": "capacity-block",
     "neuron_nodes.capacity_reservation_id": RESERVATION,
@@ -46,6 +47,9 @@ VARIANT_CONTEXT = {
     "cluster.admin_principal_arns": f"{ADMIN_ROLE},{ADMIN_USER}",
     "data.keep_bucket_on_destroy": "false",
     "data.log_retention_days": "90",
+    "serving.hf_token_secret_arn": HF_TOKEN_SECRET_ARN,
+    "serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4",
+    "neuron_nodes.max_size": "2",
 }
 
 
@@ -165,3 +169,35 @@ def variant_platform(variant_assembly: Assembly) -> dict:
 @pytest.fixture(scope="session")
 def variant_data(variant_assembly: Assembly) -> dict:
     return variant_assembly.template("SpecDecodeData")
+
+
+# --- serving charts, rendered in-process with cdk8s (no CDK synth) --------------------------------
+
+BUCKET = "specdecode-data-bucket"
+
+
+@pytest.fixture(scope="session")
+def config():
+    """The default configuration, as cdk.json gives it."""
+    from charts.dist import cdk_context
+    from config import load_config
+
+    return load_config(cdk_context([]), {})
+
+
+@pytest.fixture(scope="session")
+def plan(config):
+    from charts import serving_plan
+
+    return serving_plan(config, BUCKET)
+
+
+@pytest.fixture(scope="session")
+def dist(config, tmp_path_factory):
+    """The dist/ YAML the documented command writes, parsed: {file name: [objects]}."""
+    import yaml
+
+    from charts.dist import write_dist
+
+    files = write_dist(config, BUCKET, tmp_path_factory.mktemp("dist"))
+    return {f.name: [o for o in yaml.safe_load_all(f.read_text()) if o] for f in files}

@@ -31,7 +31,10 @@ def test_neuron_chart_is_pinned_from_its_oci_registry(platform):
     values = json.loads(p["Values"])
     assert values["neuronInstances"] == ["trn2.48xlarge"]
     assert values["devicePlugin"] == {"enabled": True}
-    assert values["scheduler"] == {"enabled": True, "customScheduler": {"enabled": True}}
+    assert values["scheduler"] == {
+        "enabled": True,
+        "customScheduler": {"enabled": True, "image": {"repository": "registry.k8s.io/kube-scheduler", "tag": "v1.35.0"}},
+    }
 
 
 def test_neuron_chart_values_follow_settings():

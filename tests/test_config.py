@@ -144,7 +144,7 @@ def test_lnc1_doubles_the_logical_cores():
 
 def test_both_services_must_fit_the_node_group():
     msg = only_problem(serving__tensor_parallel_size=64)
-    assert msg.startswith("neuron_nodes.max_size=1: fits 1 service(s) of 16 devices each")
+    assert msg.startswith("neuron_nodes.max_size=1: fits 1 service(s) (1 per node: 16 devices, 90 vCPU, 900 GiB each), but 2 are")
     load_config({"serving.tensor_parallel_size": 64, "neuron_nodes.max_size": 2, "neuron_nodes.desired_size": 2}, {})
 
 
@@ -173,7 +173,7 @@ def test_system_group_rejects_accelerators():
 # --- speculation and models ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("k", [0, 16, -1])
+@pytest.mark.parametrize("k", [16, -1])
 def test_speculative_tokens_range(k):
     assert only_problem(serving__num_speculative_tokens=k) == f"serving.num_speculative_tokens={k}: is out of range; allowed: 1 to 15"
 
@@ -323,3 +323,77 @@ def test_versions_and_namespaces():
 
 def test_log_retention_must_be_a_cloudwatch_period():
     assert only_problem(data__log_retention_days=10).startswith("data.log_retention_days=10: is not a CloudWatch Logs retention period")
+
+
+def test_scheduler_extension_needs_a_connected_device_count():
+    # 24 logical cores = 6 devices: a whole number, but not a set the Neuron scheduler can place.
+    msg = only_problem(serving__tensor_parallel_size=24)
+    assert msg.startswith("serving.tensor_parallel_size=24: needs 6 devices, a count the Neuron scheduler extension cannot place")
+    assert msg.endswith("allowed: 4, 16, 32, 64 (or addons.neuron_scheduler=false)")
+    load_config({"serving.tensor_parallel_size": 24, "addons.neuron_scheduler": "false"}, {})
+
+
+# --- services: variants, names, resources ------------------------------------------------------
+
+
+def test_extra_variants_each_need_their_own_devices():
+    extra = {"serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4,qwen-sd-06b:Qwen/Qwen3-0.6B:7"}
+    msg = only_problem(**{k.replace(".", "__"): v for k, v in extra.items()})
+    assert msg.startswith("neuron_nodes.max_size=1: fits 2 service(s)")
+    assert "but 4 are configured; allowed: >= 2" in msg
+    load_config({**extra, "neuron_nodes.max_size": 2}, {})
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("qwen-sd-k4", "is not NAME:DRAFT_MODEL:K"),
+        ("qwen-sd-k4:Qwen/Qwen3-1.7B:four", "has K='four', not a whole number"),
+        ("qwen-sd-k4:Qwen/Qwen3-1.7B:16", "is out of range; allowed: 1 to 15"),
+        ("qwen-sd-k4:meta-llama/Llama-3.2-1B:4", "a draft must share the target's tokenizer"),
+        ("qwen-sd-k4:Qwen/Qwen3-1.7B:0", "is missing: the draft model Qwen/Qwen3-1.7B needs a number of tokens"),
+        ("Qwen_SD:Qwen/Qwen3-1.7B:4", "is not a Kubernetes Service name"),
+        ("qwen-vllm:Qwen/Qwen3-1.7B:4", "names a service twice"),
+    ],
+)
+def test_bad_extra_variants_are_named(text, problem):
+    found = problems(serving__extra_speculative_variants=text, neuron_nodes__max_size=2)
+    assert len(found) == 1 and found[0].startswith("serving.extra_speculative_variants=") and problem in found[0], found
+
+
+def test_speculative_service_needs_a_draft():
+    assert only_problem(serving__draft_model="") == (
+        "serving.draft_model='': is empty; the speculative service needs a draft model; allowed: a smaller model of the target's family"
+    )
+
+
+def test_service_names_are_dns_labels():
+    assert "is not a Kubernetes Service name" in only_problem(serving__speculative_service="qwen.sd")
+    assert "names a service twice" in only_problem(serving__speculative_service="qwen-vllm")
+    assert "is not a Kubernetes namespace name" in only_problem(serving__namespace="Spec_Decode")
+
+
+def test_services_must_fit_a_node_in_cpu_and_memory():
+    assert only_problem(serving__cpu_per_service=190) == (
+        "serving.cpu_per_service=190: does not fit one trn2.48xlarge next to its daemons and the model-cache Job; allowed: <= 183"
+    )
+    assert "serving.memory_gib_per_service=2040: does not fit one trn2.48xlarge" in only_problem(serving__memory_gib_per_service=2040)
+    # Two 95-vCPU services do not fit one node together: the node group must grow.
+    assert only_problem(serving__cpu_per_service=95).startswith("neuron_nodes.max_size=1: fits 1 service(s) (1 per node")
+
+
+def test_shm_must_fit_in_the_memory_limit():
+    assert "must be at least 1 and below serving.memory_gib_per_service" in only_problem(serving__shm_gib=900)
+
+
+def test_hf_token_secret_is_a_full_arn():
+    msg = only_problem(serving__hf_token_secret_arn="hf/token")
+    assert msg.startswith("serving.hf_token_secret_arn='hf/token': is not the full ARN of a Secrets Manager secret")
+    load_config({"serving.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-2:123456789012:secret:hf/token-AbCdEf"}, {})
+
+
+def test_neuron_scheduler_image_follows_the_cluster_version():
+    assert load_config({}, {}).addons.neuron_scheduler_image == "registry.k8s.io/kube-scheduler:v1.35.0"
+    assert load_config({"cluster.kubernetes_version": "1.36"}, {}).addons.neuron_scheduler_image.endswith(":v1.36.0")
+    digest = "registry.k8s.io/kube-scheduler@sha256:" + "a" * 64
+    assert "is not an image reference pinned by tag" in only_problem(addons__neuron_scheduler_image=digest)

@@ -31,23 +31,30 @@ class NeuronHelmProps:
     version: str
     instance_types: tuple[str, ...]
     scheduler: bool = True
+    # kube-scheduler image of the chart's second scheduler ("repository:tag"); empty = the chart's.
+    scheduler_image: str = ""
     depends_on: Sequence[IDependable] = field(default_factory=tuple)
 
 
-def chart_values(instance_types: Sequence[str], scheduler: bool) -> dict[str, Any]:
+def chart_values(instance_types: Sequence[str], scheduler: bool, scheduler_image: str = "") -> dict[str, Any]:
     """Values for chart 1.10.0 (keys read from its values.yaml).
 
     ``neuronInstances`` is the node-affinity list of the device plugin and node problem detector:
     chart 1.0.0's list has no trn2, so it is set to the configured type rather than trusted. The
     chart's default device-plugin tolerations already cover the ``aws.amazon.com/neuron`` taint;
     setting them here would replace its other defaults. The scheduler extension runs as a
-    separate scheduler (``customScheduler``) that only pods naming it use.
+    separate scheduler (``customScheduler``) that only pods naming it use; the chart pins its image
+    to kube-scheduler v1.31 whatever the cluster, so the image is set to match the cluster.
     """
+    custom: dict[str, Any] = {"enabled": scheduler}
+    if scheduler and scheduler_image:
+        repository, tag = scheduler_image.rsplit(":", 1)
+        custom["image"] = {"repository": repository, "tag": tag}
     return {
         "neuronInstances": list(instance_types),
         "devicePlugin": {"enabled": True},
         "npd": {"enabled": True},
-        "scheduler": {"enabled": scheduler, "customScheduler": {"enabled": scheduler}},
+        "scheduler": {"enabled": scheduler, "customScheduler": custom},
     }
 
 
@@ -63,7 +70,7 @@ class NeuronHelmAddOn(Construct):
             release=RELEASE,
             version=props.version,
             namespace=layout.NEURON_HELM_NAMESPACE,
-            values=chart_values(props.instance_types, props.scheduler),
+            values=chart_values(props.instance_types, props.scheduler, props.scheduler_image),
             wait=True,
             timeout=Duration.minutes(10),
         )

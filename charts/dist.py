@@ -1,0 +1,74 @@
+"""Write the serving objects as plain YAML for kubectl or GitOps: the same charts ``cdk deploy``
+applies, one file per chart, numbered in apply order.
+
+    python -m charts.dist --bucket-name NAME [--outdir dist] [-c key=value ...]
+
+NAME is the ``DataBucketName`` output of the SpecDecodeData stack; the configuration comes from
+cdk.json's context and ``-c`` overrides, as for synth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import cdk8s
+
+from config import ConfigError, load_config
+
+from .build import serving_charts
+from .spec import serving_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+# S3 general-purpose bucket names.
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def write_dist(config, bucket_name: str, outdir: Path) -> list[Path]:
+    """Synthesize the charts into ``outdir`` (replacing its YAML files); returns the files written."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    for old in outdir.glob("*.k8s.yaml"):
+        old.unlink()
+    app = cdk8s.App(outdir=str(outdir), yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
+    serving_charts(app, serving_plan(config, bucket_name))
+    app.synth()
+    return sorted(outdir.glob("*.k8s.yaml"))
+
+
+def cdk_context(overrides: list[str]) -> dict:
+    context = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"-c {item!r}: expected KEY=VALUE")
+        context[key] = value
+    return context
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the serving objects as plain YAML.")
+    parser.add_argument("--bucket-name", required=True, help="the DataBucketName output of the SpecDecodeData stack")
+    parser.add_argument("--outdir", type=Path, default=ROOT / "dist")
+    parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    if not BUCKET_NAME.match(args.bucket_name):
+        print(f"--bucket-name={args.bucket_name!r}: is not an S3 bucket name; allowed: 3-63 of a-z 0-9 . -", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(cdk_context(args.context), os.environ)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    for path in write_dist(config, args.bucket_name, args.outdir):
+        print(path)
+    # The volumes name the bucket's region; it must be the region the stacks were deployed to.
+    print(f"region {config.env.region} (set -c env.region=... if you deployed elsewhere)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

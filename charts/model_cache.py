@@ -1,0 +1,172 @@
+"""The serving namespace and its model cache on the data bucket, through Mountpoint for S3:
+
+- two static PersistentVolumes (and claims) on the bucket, one per prefix: ``models/`` for
+  weights, ``neuron-artifacts/`` for compiled Neuron graphs. They survive pod restarts and node
+  replacement, so a restart neither re-downloads the weights nor recompiles;
+- a Job that copies the weights from the Hugging Face Hub into ``models/`` once (skipped when
+  already complete), optionally with a token read from Secrets Manager.
+
+The Mountpoint CSI driver authenticates with its own Pod Identity role (the data stack's
+model-cache role), so no workload here holds S3 credentials.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from config import capacity, layout
+
+from .objects import add_objects, claim_volume, guaranteed, metadata, neuron_placement
+from .spec import ModelCacheSpec, model_path, settings_hash
+
+MODELS_CLAIM = "model-weights"
+ARTIFACTS_CLAIM = "neuron-artifacts"
+SERVICE_ACCOUNT = "model-cache"
+SCRIPT = Path(__file__).with_name("scripts") / "fill_model_cache.py"
+SCRIPT_MOUNT = "/opt/specdecode"
+TOKEN_DIR = "/var/run/secrets/huggingface"
+# Mountpoint ignores the size; Kubernetes requires one.
+NOMINAL_CAPACITY = "1Ti"
+CSI_DRIVER = "s3.csi.aws.com"
+
+
+def complete_marker(model_id: str) -> str:
+    return f"{model_path(model_id)}/{layout.MODEL_COMPLETE_MARKER}"
+
+
+def bucket_volume(spec: ModelCacheSpec, claim: str, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A static PV on one bucket prefix, pre-bound to its claim (no StorageClass, no dynamic provisioning)."""
+    pv_name = f"{spec.namespace}-{claim}"  # PVs are cluster-wide: the namespace keeps names unique
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": metadata(pv_name),
+        "spec": {
+            "capacity": {"storage": NOMINAL_CAPACITY},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": spec.namespace, "name": claim},
+            # Whole-file writes and deletes only (Mountpoint semantics); the prefix confines the
+            # mount to its part of the bucket.
+            "mountOptions": ["allow-delete", "allow-overwrite", f"region {spec.region}", f"prefix {prefix}"],
+            "csi": {"driver": CSI_DRIVER, "volumeHandle": pv_name, "volumeAttributes": {"bucketName": spec.bucket_name}},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(claim, spec.namespace),
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": {"requests": {"storage": NOMINAL_CAPACITY}},
+        },
+    }
+    return pv, pvc
+
+
+def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
+    """The Job that fills models/. Its name carries a hash of what it does: a Job's pod template is
+    immutable, so a changed model list or image creates a new Job (the old one is pruned)."""
+    job_settings = {"image": spec.image, "models": list(spec.models), "token": spec.hf_token_secret_arn}
+    job = capacity.MODEL_CACHE_JOB
+    container: dict[str, Any] = {
+        "name": "fill",
+        "image": spec.image,
+        "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", "/scratch", *spec.models],
+        "env": [{"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"}],
+        "resources": guaranteed(f"{job.cpu_millis}m", f"{job.memory_mib}Mi"),
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "volumeMounts": [
+            {"name": "models", "mountPath": layout.MODELS_MOUNT},
+            {"name": "scratch", "mountPath": "/scratch"},
+            {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True},
+        ],
+    }
+    volumes: list[dict[str, Any]] = [
+        claim_volume("models", MODELS_CLAIM),
+        # One weight shard at a time (Qwen3-32B's are ~4 GB) on the node's root volume.
+        {"name": "scratch", "emptyDir": {"sizeLimit": "64Gi"}},
+        {"name": "script", "configMap": {"name": "model-cache-script"}},
+    ]
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "restartPolicy": "Never",
+        **neuron_placement(spec.instance_type),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if spec.hf_token_secret_arn:
+        # The token goes through an in-memory volume to a file huggingface_hub reads (HF_TOKEN_PATH),
+        # never through a Kubernetes Secret or the pod spec.
+        container["env"].append({"name": "HF_TOKEN_PATH", "value": f"{TOKEN_DIR}/token"})
+        container["volumeMounts"].append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
+        volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+        pod_spec["initContainers"] = [
+            {
+                "name": "read-hf-token",
+                "image": spec.aws_cli_image,
+                "command": [
+                    "sh",
+                    "-c",
+                    f'aws secretsmanager get-secret-value --secret-id "$SECRET" --query SecretString --output text > {TOKEN_DIR}/token',
+                ],
+                "env": [
+                    {"name": "SECRET", "value": spec.hf_token_secret_arn},
+                    {"name": "AWS_REGION", "value": spec.hf_token_secret_arn.split(":")[3]},
+                ],
+                "resources": guaranteed("100m", "256Mi"),
+                "securityContext": {"allowPrivilegeEscalation": False},
+                "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}],
+            }
+        ]
+    else:
+        pod_spec["automountServiceAccountToken"] = False
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(f"model-cache-{settings_hash(job_settings)[:8]}", spec.namespace, {"app.kubernetes.io/name": "model-cache"}),
+        "spec": {
+            "backoffLimit": 4,
+            "activeDeadlineSeconds": 6 * 3600,
+            "template": {"metadata": {"labels": {"app.kubernetes.io/name": "model-cache"}}, "spec": pod_spec},
+        },
+    }
+
+
+def model_cache_objects(spec: ModelCacheSpec) -> tuple[dict[str, Any], ...]:
+    models_pv, models_pvc = bucket_volume(spec, MODELS_CLAIM, layout.MODELS_PREFIX)
+    artifacts_pv, artifacts_pvc = bucket_volume(spec, ARTIFACTS_CLAIM, layout.ARTIFACTS_PREFIX)
+    return (
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec.namespace)},
+        models_pv,
+        models_pvc,
+        artifacts_pv,
+        artifacts_pvc,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(SERVICE_ACCOUNT, spec.namespace),
+            "automountServiceAccountToken": False,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata("model-cache-script", spec.namespace),
+            "data": {SCRIPT.name: SCRIPT.read_text()},
+        },
+        fill_job(spec),
+    )
+
+
+class ModelCacheChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, spec: ModelCacheSpec) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        self.spec = spec
+        add_objects(self, model_cache_objects(spec))

@@ -1,0 +1,70 @@
+"""The serving workloads on the cluster: the cdk8s charts (model cache, then one chart per vLLM
+service) applied through the cluster's kubectl provider, and the Pod Identity binding that lets
+the model-cache Job read the Hugging Face token secret (by full ARN: no wildcard) (only when one is configured).
+
+Each chart is one manifest resource. The model cache depends on the add-ons it needs (Neuron
+device plugin and scheduler, Mountpoint CSI driver) and every service depends on the model cache,
+so ``cdk deploy`` applies them in that order and ``cdk destroy`` deletes the services first, while
+the cluster and its add-ons are still there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IDependable
+
+from charts import ServingPlan, serving_charts
+from charts.model_cache import SERVICE_ACCOUNT
+
+from .addons.pod_identity import pod_identity_role
+
+
+@dataclass(frozen=True)
+class ServingWorkloadsProps:
+    cluster: eks.Cluster
+    plan: ServingPlan
+    depends_on: Sequence[IDependable] = field(default_factory=tuple)
+
+
+class ServingWorkloads(Construct):
+    def __init__(self, scope: Construct, construct_id: str, props: ServingWorkloadsProps) -> None:
+        super().__init__(scope, construct_id)
+        cluster, plan = props.cluster, props.plan
+        charts = serving_charts(cdk8s.App(), plan)
+        self.model_cache = cluster.add_cdk8s_chart("ModelCacheChart", charts.model_cache)
+        self.model_cache.node.add_dependency(*props.depends_on)
+        if plan.model_cache.hf_token_secret_arn:
+            self.model_cache.node.add_dependency(self._token_reader(cluster, plan))
+        self.services = {}
+        for chart in charts.services:
+            manifest = cluster.add_cdk8s_chart(f"Service-{chart.spec.name}", chart)
+            manifest.node.add_dependency(self.model_cache)
+            self.services[chart.spec.name] = manifest
+
+    def _token_reader(self, cluster: eks.Cluster, plan: ServingPlan) -> eks.CfnPodIdentityAssociation:
+        """The model-cache Job's service account may read the one token secret, nothing else."""
+        cache = plan.model_cache
+        role = pod_identity_role(
+            self,
+            "TokenReaderRole",
+            description="Model-cache Job: read the Hugging Face token secret",
+            cluster_name=cluster.cluster_name,
+            namespace=cache.namespace,
+            service_account=SERVICE_ACCOUNT,
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[cache.hf_token_secret_arn]))
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "TokenReader",
+            cluster_name=cluster.cluster_name,
+            namespace=cache.namespace,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=role.role_arn,
+        )
+        association.node.add_dependency(cluster.eks_pod_identity_agent)
+        return association

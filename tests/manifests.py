@@ -1,0 +1,62 @@
+"""Helpers over rendered Kubernetes objects: quantities, pod requests, and a field-level diff."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_SUFFIX = {"m": 0.001, "": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes resource quantity ("100m", "90", "900Gi") as a number (cores or bytes)."""
+    number, suffix = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text)).groups()  # type: ignore[union-attr]
+    return float(number) * _SUFFIX[suffix]
+
+
+def pod_requests(pod_spec: dict) -> dict[str, float]:
+    """Effective requests of a pod: the larger of its containers' sum and any one init container."""
+
+    def requests(container: dict) -> dict[str, float]:
+        return {k: quantity(v) for k, v in container.get("resources", {}).get("requests", {}).items()}
+
+    total: dict[str, float] = {}
+    for container in pod_spec["containers"]:
+        for key, value in requests(container).items():
+            total[key] = total.get(key, 0) + value
+    for init in pod_spec.get("initContainers", []):
+        for key, value in requests(init).items():
+            total[key] = max(total.get(key, 0), value)
+    return total
+
+
+def flatten(value: Any, path: str = "") -> dict[str, Any]:
+    """Leaf paths of an object. Lists of named items are keyed by name; container args become
+    flag -> value, and JSON flag values are flattened too, so a diff names the exact setting."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            out.update(flatten(inner, f"{path}.{key}" if path else key))
+    elif isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
+        for item in value:
+            out.update(flatten(item, f"{path}[{item['name']}]"))
+    elif isinstance(value, list) and path.endswith(".args"):
+        flag_values = {i + 1 for i, a in enumerate(value) if a.startswith("--")}
+        out[f"{path}.<positional>"] = [a for i, a in enumerate(value) if not a.startswith("--") and i not in flag_values]
+        for flag, flag_value in zip(value, value[1:], strict=False):
+            if flag.startswith("--"):
+                try:
+                    parsed = json.loads(flag_value)
+                except ValueError:
+                    parsed = flag_value
+                out.update(flatten(parsed, f"{path}.{flag}") if isinstance(parsed, dict) else {f"{path}.{flag}": parsed})
+    else:
+        out[path] = value
+    return out
+
+
+def differences(a: dict, b: dict) -> set[str]:
+    """Paths whose values differ, or that exist on one side only."""
+    fa, fb = flatten(a), flatten(b)
+    return {k for k in fa.keys() | fb.keys() if fa.get(k, object()) != fb.get(k, object())}
