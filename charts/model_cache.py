@@ -132,9 +132,11 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata(f"model-cache-{settings_hash(job_settings)[:8]}", spec.namespace, {"app.kubernetes.io/name": "model-cache"}),
+        # Bounded by retries, not by a deadline: a deadline would also count time spent Pending
+        # while the Neuron group is scaled to zero, and a Job that failed for that stays failed.
+        # A stalled download fails the pod (the Hub client's read timeout) and counts as a retry.
         "spec": {
             "backoffLimit": 4,
-            "activeDeadlineSeconds": 6 * 3600,
             "template": {"metadata": {"labels": {"app.kubernetes.io/name": "model-cache"}}, "spec": pod_spec},
         },
     }

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from config import ConfigError, PlatformConfig, catalog, layout
+from config import ConfigError, PlatformConfig, Problem, catalog, layout
 from config.validate import speculation_problems, tensor_parallel_problems
 from config.variants import service_variants
 
@@ -76,7 +76,17 @@ class VllmServiceSpec:
         s = self.serving
         instance = catalog.TRAINIUM_INSTANCES.get(s.instance_type)
         if instance is None or s.logical_nc_config not in instance.lnc_options:
-            raise ValueError(f"{self.name}: {s.instance_type} at LNC={s.logical_nc_config} is not a known Trainium shape")
+            known = ", ".join(f"{t.name} at LNC {'/'.join(map(str, t.lnc_options))}" for t in catalog.TRAINIUM_INSTANCES.values())
+            raise ConfigError(
+                [
+                    Problem(
+                        f"{self.name}.instance_type",
+                        f"{s.instance_type} at LNC={s.logical_nc_config}",
+                        "is not a known Trainium shape",
+                        known,
+                    )
+                ]
+            )
         problems += tensor_parallel_problems(
             f"{self.name}.tensor_parallel_size", s.tensor_parallel_size, instance, s.logical_nc_config, bool(s.scheduler_name)
         )

@@ -293,7 +293,7 @@ def test_model_cache_job_fills_every_model_once(dist, plan):
     assert job["metadata"]["name"].startswith("model-cache-")
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[-2:] == ["Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B"]
-    assert job["spec"]["backoffLimit"] >= 1 and job["spec"]["activeDeadlineSeconds"] > 0
+    assert job["spec"]["backoffLimit"] >= 1 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     script = _find(dist, "ConfigMap", "model-cache-script")["data"]["fill_model_cache.py"]
     assert "def fill_model" in script
 
