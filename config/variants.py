@@ -16,10 +16,6 @@ class ServiceVariant:
     draft_model: str = ""
     num_speculative_tokens: int = 0
 
-    @property
-    def speculative(self) -> bool:
-        return bool(self.draft_model) or self.num_speculative_tokens != 0
-
 
 def parse_extra_variant(text: str) -> ServiceVariant:
     """``NAME:DRAFT_MODEL:K`` -> ServiceVariant; ValueError says what is wrong with the text."""

@@ -1,6 +1,7 @@
 """The serving workloads on the cluster: the cdk8s charts (model cache, then one chart per vLLM
-service) applied through the cluster's kubectl provider, and the Pod Identity binding that lets
-the model-cache Job read the Hugging Face token secret (by full ARN: no wildcard) (only when one is configured).
+service) applied through the cluster's kubectl provider and, when a Hugging Face token secret is
+configured, the Pod Identity binding that lets the model-cache Job read that one secret (named by
+its full ARN, so the policy has no wildcard).
 
 Each chart is one manifest resource. The model cache depends on the add-ons it needs (Neuron
 device plugin and scheduler, Mountpoint CSI driver) and every service depends on the model cache,
@@ -40,7 +41,7 @@ class ServingWorkloads(Construct):
         self.model_cache.node.add_dependency(*props.depends_on)
         if plan.model_cache.hf_token_secret_arn:
             self.model_cache.node.add_dependency(self._token_reader(cluster, plan))
-        self.services = {}
+        self.services: dict[str, eks.KubernetesManifest] = {}
         for chart in charts.services:
             manifest = cluster.add_cdk8s_chart(f"Service-{chart.spec.name}", chart)
             manifest.node.add_dependency(self.model_cache)
