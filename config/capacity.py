@@ -86,3 +86,28 @@ def services_per_node(instance: TrainiumInstance, service: Resources) -> int:
     room = allocatable(instance)
     fitting = [n for n in range(1, instance.neuron_devices + 1) if (service * n + DAEMONSET_BUDGET + MODEL_CACHE_JOB).fits_in(room)]
     return max(fitting, default=0)
+
+
+def fit_table(instance: TrainiumInstance, service: Resources, services: int) -> str:
+    """Markdown table of one node's budget for ``services`` services (the README's "One node")."""
+
+    def row(label: str, r: Resources) -> str:
+        return f"| {label} | {r.cpu_millis / 1000:g} | {r.memory_mib / MIB_PER_GIB:.1f} | {r.neuron_devices} |"
+
+    room = allocatable(instance)
+    used = service * services + DAEMONSET_BUDGET + MODEL_CACHE_JOB
+    headroom = Resources(room.cpu_millis - used.cpu_millis, room.memory_mib - used.memory_mib, room.neuron_devices - used.neuron_devices)
+    return "\n".join(
+        [
+            "| | vCPU | memory GiB | Neuron devices |",
+            "| --- | --- | --- | --- |",
+            row(f"allocatable on {instance.name} (EKS AL2023 kubelet reservations, max-pods upper bound)", room),
+            row(f"{services} services", service * services),
+            row(
+                "daemon budget (CNI, kube-proxy, Pod Identity, Neuron plugin and NPD, CloudWatch agent, Fluent Bit, Mountpoint)",
+                DAEMONSET_BUDGET,
+            ),
+            row("model-cache Job", MODEL_CACHE_JOB),
+            row("headroom", headroom),
+        ]
+    )

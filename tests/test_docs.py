@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from config import all_keys, load_config
+from config import all_keys, capacity, catalog, load_config
 from config.cost import BEGIN as COST_BEGIN
 from config.cost import END as COST_END
 from config.cost import cost_table, hourly_cost
@@ -56,3 +56,11 @@ def test_every_setting_is_documented():
 def test_bench_figures_are_present():
     assert "BENCH_TABLE" not in README
     assert re.search(r"\| full platform, python app.py \| \d+\.\d \| \d+ \|", README)
+
+
+def test_node_fit_table_is_computed_from_the_capacity_model():
+    config = load_config({}, {})
+    instance = catalog.TRAINIUM_INSTANCES[config.neuron_nodes.instance_type]
+    s, lnc = config.serving, config.neuron_nodes.logical_nc_config
+    service = capacity.service_request(instance, lnc, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
+    assert capacity.fit_table(instance, service, 2) in README
