@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test deps dev-deps lint bench dist clean
+.PHONY: synth test deps dev-deps lint bench bench-client dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -29,7 +29,7 @@ $(VENV)/.runtime: requirements.txt constraints.txt
 	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+$(VENV)/.dev: requirements-dev.txt specbench/requirements.txt $(VENV)/.runtime
 	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements-dev.txt
 	touch $@
 
@@ -49,6 +49,9 @@ dist: deps
 
 bench: dev-deps
 	$(BIN)/python scripts/bench_synth.py
+
+bench-client: dev-deps
+	$(BIN)/python scripts/bench_client.py
 
 clean:
 	rm -rf cdk.out .pytest_cache

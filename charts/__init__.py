@@ -1,11 +1,14 @@
-"""cdk8s charts of the serving workloads: the model cache and one chart per vLLM service."""
+"""cdk8s charts of the serving workloads: the model cache, one chart per vLLM service, the benchmark."""
 
+from .benchmark import BenchmarkChart
 from .build import ServingCharts, serving_charts
 from .model_cache import ModelCacheChart
-from .spec import ModelCacheSpec, ServingPlan, ServingSpec, VllmServiceSpec, serving_plan
+from .spec import BenchmarkSpec, ModelCacheSpec, ServingPlan, ServingSpec, VllmServiceSpec, benchmark_spec, serving_plan
 from .vllm import VllmServiceChart
 
 __all__ = [
+    "BenchmarkChart",
+    "BenchmarkSpec",
     "ModelCacheChart",
     "ModelCacheSpec",
     "ServingCharts",
@@ -13,6 +16,7 @@ __all__ = [
     "ServingSpec",
     "VllmServiceChart",
     "VllmServiceSpec",
+    "benchmark_spec",
     "serving_charts",
     "serving_plan",
 ]

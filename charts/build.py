@@ -1,4 +1,5 @@
-"""Every serving chart of a plan in one cdk8s app: the model cache first, then one chart per service."""
+"""Every chart of a plan in one cdk8s app: the model cache first, then one chart per service, then
+the benchmark."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from dataclasses import dataclass
 
 import cdk8s
 
+from .benchmark import BenchmarkChart
 from .model_cache import ModelCacheChart
-from .spec import ServingPlan
+from .spec import BenchmarkSpec, ServingPlan
 from .vllm import VllmServiceChart
 
 
@@ -15,13 +17,18 @@ from .vllm import VllmServiceChart
 class ServingCharts:
     model_cache: ModelCacheChart
     services: tuple[VllmServiceChart, ...]
+    benchmark: BenchmarkChart | None = None
 
 
-def serving_charts(app: cdk8s.App, plan: ServingPlan) -> ServingCharts:
+def serving_charts(app: cdk8s.App, plan: ServingPlan, benchmark: BenchmarkSpec | None = None) -> ServingCharts:
     cache = ModelCacheChart(app, "model-cache", plan.model_cache)
     services = []
     for spec in plan.services:
         chart = VllmServiceChart(app, spec.name, spec)
         chart.add_dependency(cache)  # namespace and volumes first
         services.append(chart)
-    return ServingCharts(cache, tuple(services))
+    bench = None
+    if benchmark is not None:
+        bench = BenchmarkChart(app, "specbench", benchmark)
+        bench.add_dependency(*services)  # the services it measures first; the benchmark waits until they are ready
+    return ServingCharts(cache, tuple(services), bench)

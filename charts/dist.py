@@ -1,5 +1,5 @@
-"""Write the serving objects as plain YAML for kubectl or GitOps: the same charts ``cdk deploy``
-applies, one file per chart, numbered in apply order.
+"""Write the serving and benchmark objects as plain YAML for kubectl or GitOps: the same charts
+``cdk deploy`` applies, one file per chart, numbered in apply order.
 
     python -m charts.dist --bucket-name NAME [--outdir dist] [-c key=value ...]
 
@@ -21,7 +21,7 @@ import cdk8s
 from config import ConfigError, load_config
 
 from .build import serving_charts
-from .spec import serving_plan
+from .spec import benchmark_spec, serving_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 # S3 general-purpose bucket names.
@@ -34,7 +34,8 @@ def write_dist(config, bucket_name: str, outdir: Path) -> list[Path]:
     for old in outdir.glob("*.k8s.yaml"):
         old.unlink()
     app = cdk8s.App(outdir=str(outdir), yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
-    serving_charts(app, serving_plan(config, bucket_name))
+    plan = serving_plan(config, bucket_name)
+    serving_charts(app, plan, benchmark_spec(config, plan))
     app.synth()
     return sorted(outdir.glob("*.k8s.yaml"))
 
@@ -50,7 +51,7 @@ def cdk_context(overrides: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write the serving objects as plain YAML.")
+    parser = argparse.ArgumentParser(description="Write the serving and benchmark objects as plain YAML.")
     parser.add_argument("--bucket-name", required=True, help="the DataBucketName output of the SpecDecodeData stack")
     parser.add_argument("--outdir", type=Path, default=ROOT / "dist")
     parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")

@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from config import ConfigError, PlatformConfig, Problem, catalog, layout
-from config.validate import speculation_problems, tensor_parallel_problems
+from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
+from specbench import bundle
+from specbench.suite import load_suite
 
 # The reference run's vLLM framework on Neuron (REFERENCE.md section 1).
 NEURON_FRAMEWORK = "neuronx-distributed-inference"
@@ -210,6 +213,198 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         aws_cli_image=s.aws_cli_image,
     )
     return ServingPlan(cache, services)
+
+
+# --- the benchmark ---------------------------------------------------------------------------------
+
+SPECBENCH_DIR = Path(bundle.__file__).resolve().parent
+# The services may still be compiling when the benchmark starts (first deploy): it waits their
+# whole startup-probe budget, plus this margin for scheduling and the image pull.
+READY_MARGIN_MINUTES = 15
+# Beyond the suite itself: pip install at start, tokenizer download, result upload, metric publishing.
+SETUP_SECONDS = 15 * 60
+# A suite whose worst case exceeds a week is hung or misconfigured; the deadline is what reaps it.
+MAX_SUITE_SECONDS = 7 * 24 * 3600
+
+
+# pip needs git for a git+https requirement and the slim image has none; GitHub serves the same
+# tree, pinned by the same full commit id, as an archive pip installs without git.
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """The benchmark Job: what it runs against, with which load, and the files it gets.
+
+    Everything is a plain value, so the Job's name can be a hash of the spec: a changed setting,
+    suite, requirement or line of code is a new Job (Job pod templates are immutable)."""
+
+    namespace: str
+    image: str
+    engine: str
+    # (service name, URL), the baseline first: the benchmark compares every other one to it.
+    endpoints: tuple[tuple[str, str], ...]
+    model: str  # the served model name every request names
+    input_tokens: int
+    output_tokens: int
+    concurrency: int
+    requests: int
+    temperature: float
+    seed: int
+    request_timeout_seconds: int
+    ready_timeout_seconds: int
+    active_deadline_seconds: int
+    ttl_seconds_after_finished: int
+    cpu: int
+    memory_gib: int
+    bucket_name: str
+    region: str
+    metrics_namespace: str
+    run_on_deploy: bool
+    requirements: str  # requirements.txt the pod pip-installs
+    settings_json: str  # snapshot of the deployment, stored with every run
+    bundle: bytes  # the specbench zip application
+    suite_json: str = ""  # empty: the built-in reference suite
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.engine not in catalog.BENCHMARK_ENGINES:
+            problems.append(Problem("benchmark.engine", self.engine, "is not a benchmark engine", ", ".join(catalog.BENCHMARK_ENGINES)))
+        names = [name for name, _ in self.endpoints]
+        if len(names) < 2 or len(set(names)) != len(names):
+            problems.append(
+                Problem("benchmark.endpoints", ",".join(names), "needs a baseline and another service", "2 or more distinct service names")
+            )
+        for key in ("input_tokens", "output_tokens", "concurrency", "requests", "request_timeout_seconds", "cpu", "memory_gib"):
+            if getattr(self, key) < 1:
+                problems.append(Problem(f"benchmark.{key}", getattr(self, key), "must be positive", ">= 1"))
+        if self.active_deadline_seconds <= self.ready_timeout_seconds:
+            problems.append(
+                Problem(
+                    "benchmark.active_deadline_seconds",
+                    self.active_deadline_seconds,
+                    "leaves no time to run once the services are ready",
+                    f"> ready_timeout_seconds={self.ready_timeout_seconds}",
+                )
+            )
+        if not self.bundle:
+            problems.append(Problem("benchmark.bundle", "", "is empty", "the specbench zip application"))
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def results_uri(self) -> str:
+        return f"s3://{self.bucket_name}/{layout.RESULTS_PREFIX}"
+
+    def digest(self) -> str:
+        """8 hex digits naming the Job. The bucket is left out: in the CDK app it is a token whose
+        text is not its value (and it changes only if the data stack is replaced)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("bucket_name", "bundle")}
+        values["bundle_sha256"] = hashlib.sha256(self.bundle).hexdigest()
+        return settings_hash(values)[:8]
+
+
+def benchmark_spec(config: PlatformConfig, plan: ServingPlan) -> BenchmarkSpec:
+    """The benchmark of a serving plan: every service of the plan (baseline first), the load and
+    the suite from ``config.benchmark``, and derived timeouts."""
+    b = config.benchmark
+    problems = list(suite_file_problems("benchmark.suite_file", b.suite_file))
+    if problems:
+        raise ConfigError(problems)
+    suite = load_suite(b.suite_file)
+    shared = plan.services[0].serving
+    ready = (shared.startup_timeout_minutes + READY_MARGIN_MINUTES) * 60
+    return BenchmarkSpec(
+        namespace=shared.namespace,
+        image=b.image,
+        engine=b.engine,
+        endpoints=tuple((s.name, f"http://{s.name}:{s.serving.port}") for s in plan.services),
+        model=shared.target_model,  # vllm serve --served-model-name
+        input_tokens=b.input_tokens,
+        output_tokens=b.output_tokens,
+        concurrency=b.concurrent_requests,
+        requests=b.requests_per_test_case,
+        temperature=b.temperature,
+        seed=b.seed,
+        request_timeout_seconds=b.request_timeout_seconds,
+        ready_timeout_seconds=ready,
+        active_deadline_seconds=benchmark_deadline_seconds(
+            ready, len(suite.test_cases), len(plan.services), b.requests_per_test_case, b.concurrent_requests, b.request_timeout_seconds
+        ),
+        ttl_seconds_after_finished=b.ttl_after_finished_hours * 3600,
+        cpu=b.cpu,
+        memory_gib=b.memory_gib,
+        bucket_name=plan.model_cache.bucket_name,
+        region=plan.model_cache.region,
+        metrics_namespace=b.metrics_namespace,
+        run_on_deploy=b.run_on_deploy,
+        requirements=benchmark_requirements(b.engine),
+        settings_json=json.dumps(settings_snapshot(config, plan, suite.name, [c.name for c in suite.test_cases]), indent=2, sort_keys=True)
+        + "\n",
+        bundle=bundle.zipapp_bytes(),
+        suite_json=json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if b.suite_file else "",
+    )
+
+
+def benchmark_deadline_seconds(
+    ready_timeout: int, test_cases: int, services: int, requests: int, concurrency: int, request_timeout: int
+) -> int:
+    """The Job's activeDeadlineSeconds: the longest a run that is still making progress can take.
+
+    Worst case: the services become ready at the very end of the wait; then every request of
+    every test case runs into its timeout, in waves of ``concurrency`` requests, one service after
+    another (an engine that drives the services at once only finishes sooner). That suite budget
+    is capped at a week; SETUP_SECONDS covers installing, downloading and publishing.
+    """
+    waves = -(-requests // concurrency)
+    suite = min(test_cases * services * waves * request_timeout, MAX_SUITE_SECONDS)
+    return ready_timeout + SETUP_SECONDS + suite
+
+
+def benchmark_requirements(engine: str) -> str:
+    """specbench/requirements.txt, plus requirements-llmperf.txt for the llmperf engine."""
+    files = ["requirements.txt"] + (["requirements-llmperf.txt"] if engine == "llmperf" else [])
+    return "".join((SPECBENCH_DIR / name).read_text() for name in files)
+
+
+def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str, test_cases: list[str]) -> dict[str, Any]:
+    """What was deployed when a run was made: stored with every run, so results stay interpretable
+    after the deployment changes."""
+    shared, b = plan.services[0].serving, config.benchmark
+    return {
+        "serving": {
+            "image": shared.image,
+            "target_model": shared.target_model,
+            "tensor_parallel_size": shared.tensor_parallel_size,
+            "max_num_seqs": shared.max_num_seqs,
+            "max_model_len": shared.max_model_len,
+            "logical_nc_config": shared.logical_nc_config,
+            "instance_type": shared.instance_type,
+            "neuron_devices_per_service": shared.neuron_devices,
+            "speculation_method": shared.speculation_method,
+        },
+        "variants": [
+            {
+                "name": s.name,
+                "target_model": s.serving.target_model,
+                "draft_model": s.draft_model,
+                "num_speculative_tokens": s.num_speculative_tokens,
+                "compiled_artifacts": s.artifacts_dir(),
+            }
+            for s in plan.services
+        ],
+        "benchmark": {
+            "engine": b.engine,
+            "image": b.image,
+            "suite": suite_name,
+            "test_cases": test_cases,
+            "input_tokens": b.input_tokens,
+            "output_tokens": b.output_tokens,
+            "concurrent_requests": b.concurrent_requests,
+            "requests_per_test_case": b.requests_per_test_case,
+            "temperature": b.temperature,
+            "seed": b.seed,
+            "request_timeout_seconds": b.request_timeout_seconds,
+            "metrics_namespace": b.metrics_namespace,
+        },
+    }
 
 
 def model_path(model_id: str) -> str:

@@ -21,6 +21,8 @@ CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 MOUNTPOINT_NAMESPACE = "kube-system"
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 NEURON_HELM_NAMESPACE = "kube-system"
+# The benchmark Job's service account, in the serving namespace.
+BENCHMARK_SERVICE_ACCOUNT = "specbench"
 
 # The serving contract the benchmark relies on: every vLLM Service listens here, and /health
 # answers 200 once the model is loaded.

@@ -83,7 +83,7 @@ def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> Platfor
 
 
 def coerce(value: Any, kind: Any) -> Any:
-    """Convert a context value to ``kind`` (str, int, bool, tuple[str, ...]) or raise ValueError."""
+    """Convert a context value to ``kind`` (str, int, float, bool, tuple[str, ...]) or raise ValueError."""
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -103,6 +103,17 @@ def coerce(value: Any, kind: Any) -> Any:
             except ValueError:
                 pass
         raise ValueError("expected a whole number")
+    if kind is float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ValueError("expected a number")
     if kind is str:
         if isinstance(value, str):
             return value.strip()

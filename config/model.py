@@ -137,11 +137,36 @@ class ServingSettings:
 
 @dataclass(frozen=True)
 class BenchmarkSettings:
+    engine: str = setting(
+        "native",
+        "`native` (specbench's own streaming client) or `llmperf` (ray-project/llmperf, as the reference run used it; "
+        "installed from GitHub at start, needs Python 3.10).",
+    )
+    image: str = setting(
+        "public.ecr.aws/docker/library/python:3.10.19-slim",
+        "Stock Python image of the benchmark Job, pinned; it pip-installs `specbench/requirements*.txt` at start. "
+        "Python 3.10: llmperf requires <3.11.",
+    )
+    suite_file: str = setting(
+        "",
+        "JSON suite file (format as `specbench/suites/reference.json`), relative to where you run cdk; checked at synth. "
+        "Empty = the built-in reference suite (8 test cases).",
+    )
     input_tokens: int = setting(64, "Input tokens per request.")
     output_tokens: int = setting(600, "Output tokens per request.")
     concurrent_requests: int = setting(4, "Requests in flight per service.")
     requests_per_test_case: int = setting(8, "Completed requests per test case and service.")
+    temperature: float = setting(0.0, "Sampling temperature of every request (0 = greedy, 0.0 to 2.0).")
+    seed: int = setting(11111, "Random seed the benchmark passes on (llmperf's fixed seed), so reruns send the same prompts.")
+    request_timeout_seconds: int = setting(1200, "Timeout of one request, seconds (the reference run's `--timeout`).")
     metrics_namespace: str = setting("Qwen/LLMPerf", "CloudWatch namespace of the benchmark metrics.")
+    cpu: int = setting(1, "vCPUs requested (and limited to) by the benchmark pod, on a system node.")
+    memory_gib: int = setting(4, "Memory requested (and limited to) by the benchmark pod, GiB (llmperf's Ray needs room).")
+    ttl_after_finished_hours: int = setting(24, "Hours a finished benchmark Job and its pod (with its log) are kept.")
+    run_on_deploy: bool = setting(
+        True,
+        "`cdk deploy` starts the benchmark Job once the services are applied; false creates only the rerun template (a suspended CronJob).",
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
+# Only the suite parser (standard library only): the CDK app's environment does not install the
+# benchmark's own requirements.
+from specbench.suite import SuiteError, load_suite
+
 from . import capacity, catalog
 from .errors import Problem
 from .model import PlatformConfig
@@ -356,10 +360,27 @@ def capacity_rules(c: PlatformConfig) -> Iterable[Problem]:
 
 def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
     b = c.benchmark
+    if b.engine not in catalog.BENCHMARK_ENGINES:
+        yield Problem("benchmark.engine", b.engine, "is not a benchmark engine", ", ".join(catalog.BENCHMARK_ENGINES))
+    if not IMAGE.match(b.image):
+        yield Problem(
+            "benchmark.image",
+            b.image,
+            "is not an image reference pinned by tag or digest",
+            "registry/repository:tag or registry/repository@sha256:<digest>, e.g. public.ecr.aws/docker/library/python:3.10.19-slim",
+        )
+    yield from suite_file_problems("benchmark.suite_file", b.suite_file)
     yield from _range("benchmark.input_tokens", b.input_tokens, 1, 131072)
     yield from _range("benchmark.output_tokens", b.output_tokens, 1, 131072)
     yield from _range("benchmark.concurrent_requests", b.concurrent_requests, 1, 1024)
     yield from _range("benchmark.requests_per_test_case", b.requests_per_test_case, 1, 100000)
+    if not 0.0 <= b.temperature <= 2.0:  # also catches nan
+        yield Problem("benchmark.temperature", b.temperature, "is out of range", "0.0 to 2.0")
+    yield from _range("benchmark.seed", b.seed, 0, 2**32 - 1)
+    yield from _range("benchmark.request_timeout_seconds", b.request_timeout_seconds, 10, 7200)
+    yield from _range("benchmark.cpu", b.cpu, 1, 16)
+    yield from _range("benchmark.memory_gib", b.memory_gib, 1, 64)
+    yield from _range("benchmark.ttl_after_finished_hours", b.ttl_after_finished_hours, 1, 720)
     if not NAMESPACE.match(b.metrics_namespace):
         yield Problem(
             "benchmark.metrics_namespace",
@@ -367,6 +388,17 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
             "is not a CloudWatch custom namespace",
             "1-255 of A-Z a-z 0-9 . - _ / # : space, not starting with AWS/",
         )
+
+
+def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
+    """A custom suite file must exist and parse: the same check ``specbench run --suite`` makes,
+    so a bad file stops synth instead of failing the Job after deploy."""
+    if not path:
+        return
+    try:
+        load_suite(path)
+    except SuiteError as err:
+        yield Problem(key, path, str(err), "a JSON suite file as described in specbench/suite.py, or empty for the reference suite")
 
 
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:

@@ -24,6 +24,7 @@ def build_app(app: App, config: PlatformConfig) -> tuple[DataStack, PlatformStac
         config=config,
         bucket=data.bucket,
         model_cache_role=data.model_cache_role,
+        benchmark_role=data.benchmark_role,
         env=env,
         description="Spec-decode benchmark: EKS on Trainium2",
     )

@@ -9,7 +9,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from charts import serving_plan
+from charts import benchmark_spec, serving_plan
 from config import PlatformConfig, catalog
 
 from .addons import (
@@ -29,7 +29,15 @@ from .serving import ServingWorkloads, ServingWorkloadsProps
 
 class PlatformStack(Stack):
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: PlatformConfig, bucket: s3.IBucket, model_cache_role: iam.IRole, **kwargs
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: PlatformConfig,
+        bucket: s3.IBucket,
+        model_cache_role: iam.IRole,
+        benchmark_role: iam.IRole,
+        **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._azs = list(config.env.availability_zones)
@@ -111,13 +119,17 @@ class PlatformStack(Stack):
         )
         # The serving charts need the device plugin and scheduler (Neuron chart) and the bucket
         # volumes (Mountpoint driver); the add-ons already wait for the nodes and admin access.
+        # The benchmark comes last, after every service; its role (data stack) may write only results/.
+        plan = serving_plan(config, bucket.bucket_name)
         self.serving = ServingWorkloads(
             self,
             "Serving",
             ServingWorkloadsProps(
                 cluster=cluster,
-                plan=serving_plan(config, bucket.bucket_name),
+                plan=plan,
                 depends_on=(self.neuron_helm.chart, self.mountpoint.addon),
+                benchmark=benchmark_spec(config, plan),
+                benchmark_role=benchmark_role,
             ),
         )
 

@@ -1,12 +1,13 @@
 """The serving workloads on the cluster: the cdk8s charts (model cache, then one chart per vLLM
-service) applied through the cluster's kubectl provider and, when a Hugging Face token secret is
-configured, the Pod Identity binding that lets the model-cache Job read that one secret (named by
-its full ARN, so the policy has no wildcard).
+service, then the benchmark) applied through the cluster's kubectl provider and, when a Hugging
+Face token secret is configured, the Pod Identity binding that lets the model-cache Job read that
+one secret (named by its full ARN, so the policy has no wildcard).
 
 Each chart is one manifest resource. The model cache depends on the add-ons it needs (Neuron
-device plugin and scheduler, Mountpoint CSI driver) and every service depends on the model cache,
-so ``cdk deploy`` applies them in that order and ``cdk destroy`` deletes the services first, while
-the cluster and its add-ons are still there.
+device plugin and scheduler, Mountpoint CSI driver), every service depends on the model cache,
+and the benchmark (stacks/benchmark.py) on every service, so ``cdk deploy`` applies them in that
+order and ``cdk destroy`` deletes the benchmark, then the services, while the cluster and its
+add-ons are still there.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
-from charts import ServingPlan, serving_charts
+from charts import BenchmarkSpec, ServingPlan, serving_charts
 from charts.model_cache import SERVICE_ACCOUNT
 
 from .addons.pod_identity import pod_identity_role
+from .benchmark import BenchmarkRun, BenchmarkRunProps
 
 
 @dataclass(frozen=True)
@@ -30,13 +32,16 @@ class ServingWorkloadsProps:
     cluster: eks.Cluster
     plan: ServingPlan
     depends_on: Sequence[IDependable] = field(default_factory=tuple)
+    # The benchmark and its service account's role; without a spec, no benchmark is applied.
+    benchmark: BenchmarkSpec | None = None
+    benchmark_role: iam.IRole | None = None
 
 
 class ServingWorkloads(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: ServingWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         cluster, plan = props.cluster, props.plan
-        charts = serving_charts(cdk8s.App(), plan)
+        charts = serving_charts(cdk8s.App(), plan, props.benchmark)
         self.model_cache = cluster.add_cdk8s_chart("ModelCacheChart", charts.model_cache)
         self.model_cache.node.add_dependency(*props.depends_on)
         if plan.model_cache.hf_token_secret_arn:
@@ -46,6 +51,17 @@ class ServingWorkloads(Construct):
             manifest = cluster.add_cdk8s_chart(f"Service-{chart.spec.name}", chart)
             manifest.node.add_dependency(self.model_cache)
             self.services[chart.spec.name] = manifest
+        self.benchmark: BenchmarkRun | None = None
+        if charts.benchmark is not None:
+            if props.benchmark_role is None:
+                raise ValueError("ServingWorkloadsProps.benchmark needs benchmark_role")
+            self.benchmark = BenchmarkRun(
+                self,
+                "Benchmark",
+                BenchmarkRunProps(
+                    cluster=cluster, chart=charts.benchmark, role=props.benchmark_role, depends_on=tuple(self.services.values())
+                ),
+            )
 
     def _token_reader(self, cluster: eks.Cluster, plan: ServingPlan) -> eks.CfnPodIdentityAssociation:
         """The model-cache Job's service account may read the one token secret, nothing else."""

@@ -1,9 +1,10 @@
-"""Storage: one bucket for model weights, compiled Neuron artifacts and benchmark results, and the
-Pod Identity role that may touch the model-cache prefixes.
+"""Storage: one bucket for model weights, compiled Neuron artifacts and benchmark results, the
+Pod Identity role that may touch the model-cache prefixes, and the benchmark Job's role that may
+touch only ``results/`` (and publish its metrics).
 
 Prefixes are fixed in config.layout (models/, neuron-artifacts/, results/). The bucket is
 encrypted, TLS-only, private and versioned; noncurrent versions and failed uploads expire so
-re-uploaded weights do not pile up. The role lives beside the bucket so that the data stack alone
+re-uploaded weights do not pile up. The roles live beside the bucket so that the data stack alone
 says who may touch the data.
 """
 
@@ -31,6 +32,10 @@ class DataBucketProps:
     noncurrent_version_days: int = 30
     # Prefixes the Mountpoint CSI driver may read and write: the model cache, not results.
     model_cache_prefixes: tuple[str, ...] = (layout.MODELS_PREFIX, layout.ARTIFACTS_PREFIX)
+    # The benchmark Job's Kubernetes namespace (its service account is layout.BENCHMARK_SERVICE_ACCOUNT)
+    # and the CloudWatch namespace it may publish metrics into.
+    benchmark_namespace: str = "specdecode"
+    metrics_namespace: str = "Qwen/LLMPerf"
 
 
 def prefix_read_write_statements(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[iam.PolicyStatement]:
@@ -44,6 +49,23 @@ def prefix_read_write_statements(bucket: s3.IBucket, prefixes: Sequence[str]) ->
         iam.PolicyStatement(
             actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"],
             resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes],
+        ),
+    ]
+
+
+def benchmark_statements(bucket: s3.IBucket, metrics_namespace: str) -> list[iam.PolicyStatement]:
+    """Least privilege for ``specbench run``: objects under results/, and its metrics namespace."""
+    results = layout.RESULTS_PREFIX
+    return [
+        # PutMetricData has no resource-level permissions; the namespace condition is its scope.
+        iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
+        ),
+        iam.PolicyStatement(actions=["s3:PutObject", "s3:GetObject"], resources=[bucket.arn_for_objects(f"{results}*")]),
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions={"StringLike": {"s3:prefix": f"{results}*"}}
         ),
     ]
 
@@ -91,3 +113,23 @@ class DataBucket(Construct):
                 wildcard_finding(self, self.bucket.bucket_arn, f"/{prefix}*"),
                 f"Object access is limited to the {prefix} prefix; the wildcard is the key below it.",
             )
+        self.benchmark_role = pod_identity_role(
+            self,
+            "BenchmarkRole",
+            description="Benchmark Job: results/ in the data bucket, metrics in its CloudWatch namespace",
+            cluster_name=props.cluster_name,
+            namespace=props.benchmark_namespace,
+            service_account=layout.BENCHMARK_SERVICE_ACCOUNT,
+        )
+        for statement in benchmark_statements(self.bucket, props.metrics_namespace):
+            self.benchmark_role.add_to_policy(statement)
+        acknowledge(
+            self.benchmark_role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData supports no resource-level permissions; a condition limits it to the benchmark's namespace.",
+        )
+        acknowledge(
+            self.benchmark_role,
+            wildcard_finding(self, self.bucket.bucket_arn, f"/{layout.RESULTS_PREFIX}*"),
+            f"Object access is limited to the {layout.RESULTS_PREFIX} prefix, where each benchmark run writes its own folder.",
+        )

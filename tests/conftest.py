@@ -111,6 +111,19 @@ def _command(name: str, outdir: Path) -> list[str]:
     return _direct(outdir, {})
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need no synthesized app run first, while the syntheses build in the background;
+    timing comparisons run last, when nothing else competes for the two cores. Stable otherwise."""
+    assembly_fixtures = set().union(*_NEEDS.values())
+
+    def phase(item: pytest.Item) -> int:
+        if item.get_closest_marker("timing"):
+            return 2
+        return 1 if assembly_fixtures & set(getattr(item, "fixturenames", ())) else 0
+
+    items.sort(key=phase)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the needed syntheses in the background as soon as the test selection is known."""
     if session.config.option.collectonly:

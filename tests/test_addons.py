@@ -92,12 +92,13 @@ def test_pod_identity_roles_trust_one_service_account_of_this_cluster(platform, 
                 if statement["Principal"].get("Service") == "pods.eks.amazonaws.com":
                     tags = statement["Condition"]["StringEquals"]
                     trusts[tags["aws:RequestTag/kubernetes-service-account"]] = (statement, tags)
-    assert set(trusts) == {"cloudwatch-agent", "s3-csi-driver-sa"}
+    assert set(trusts) == {"cloudwatch-agent", "s3-csi-driver-sa", "specbench"}
     for statement, tags in trusts.values():
         assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
         assert tags["aws:RequestTag/eks-cluster-name"] in ("specdecode-trn2", {"Ref": only(platform, "AWS::EKS::Cluster")[0]})
     assert trusts["cloudwatch-agent"][1]["aws:RequestTag/kubernetes-namespace"] == "amazon-cloudwatch"
     assert trusts["s3-csi-driver-sa"][1]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert trusts["specbench"][1]["aws:RequestTag/kubernetes-namespace"] == "specdecode"
 
 
 # --- Mountpoint for S3 --------------------------------------------------------------------------

@@ -40,6 +40,9 @@ def test_defaults_equal_the_reference_setup():
     b = config.benchmark
     assert (b.input_tokens, b.output_tokens, b.concurrent_requests, b.requests_per_test_case) == (64, 600, 4, 8)
     assert b.metrics_namespace == "Qwen/LLMPerf"
+    assert (b.engine, b.suite_file, b.seed, b.temperature, b.request_timeout_seconds) == ("native", "", 11111, 0.0, 1200)
+    assert (b.cpu, b.memory_gib, b.ttl_after_finished_hours, b.run_on_deploy) == (1, 4, 24, True)
+    assert b.image == "public.ecr.aws/docker/library/python:3.10.19-slim"
     assert config.data.keep_bucket_on_destroy is True
 
 
@@ -83,7 +86,15 @@ def test_every_field_is_overridable_from_the_command_line_as_text():
 
 @pytest.mark.parametrize(
     "value, kind, expected",
-    [("8", int, 8), (8.0, int, 8), (" true ", bool, True), ("off", bool, False), ("a,b", tuple[str, ...], ("a", "b"))],
+    [
+        ("8", int, 8),
+        (8.0, int, 8),
+        (" true ", bool, True),
+        ("off", bool, False),
+        ("a,b", tuple[str, ...], ("a", "b")),
+        ("0.7", float, 0.7),
+        (1, float, 1.0),
+    ],
 )
 def test_coerce_accepts(value, kind, expected):
     assert coerce(value, kind) == expected
@@ -91,7 +102,17 @@ def test_coerce_accepts(value, kind, expected):
 
 @pytest.mark.parametrize(
     "value, kind",
-    [("eight", int), (True, int), (8.5, int), ("maybe", bool), (3, str), ("[1, 2]", tuple[str, ...]), ("[x", tuple[str, ...])],
+    [
+        ("eight", int),
+        (True, int),
+        (8.5, int),
+        ("maybe", bool),
+        (3, str),
+        ("[1, 2]", tuple[str, ...]),
+        ("[x", tuple[str, ...]),
+        ("warm", float),
+        (False, float),
+    ],
 )
 def test_coerce_rejects(value, kind):
     with pytest.raises(ValueError):
@@ -397,3 +418,58 @@ def test_neuron_scheduler_image_follows_the_cluster_version():
     assert load_config({"cluster.kubernetes_version": "1.36"}, {}).addons.neuron_scheduler_image.endswith(":v1.36.0")
     digest = "registry.k8s.io/kube-scheduler@sha256:" + "a" * 64
     assert "is not an image reference pinned by tag" in only_problem(addons__neuron_scheduler_image=digest)
+
+
+# --- benchmark ----------------------------------------------------------------------------------
+
+
+def test_benchmark_engine_must_be_known():
+    assert only_problem(benchmark__engine="foo") == "benchmark.engine='foo': is not a benchmark engine; allowed: native, llmperf"
+    assert load_config({"benchmark.engine": "llmperf"}, {}).benchmark.engine == "llmperf"
+
+
+def test_missing_suite_file_names_the_field(tmp_path):
+    missing = tmp_path / "nope.json"
+    assert only_problem(benchmark__suite_file=str(missing)) == (
+        f"benchmark.suite_file='{missing}': suite file {missing} does not exist; "
+        "allowed: a JSON suite file as described in specbench/suite.py, or empty for the reference suite"
+    )
+
+
+def test_suite_file_is_validated_like_the_benchmark_validates_it(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"test_cases": [{"name": "a", "prompt_class": "creative", "text": "x"}]}')
+    msg = only_problem(benchmark__suite_file=str(bad))
+    assert msg.startswith(f"benchmark.suite_file='{bad}': {bad}: test_cases[0].prompt_class: 'creative' is not allowed")
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{")
+    assert "not valid JSON" in only_problem(benchmark__suite_file=str(not_json))
+    good = tmp_path / "good.json"
+    good.write_text('{"test_cases": [{"name": "a", "prompt_class": "structured", "text": "x"}]}')
+    assert load_config({"benchmark.suite_file": str(good)}, {}).benchmark.suite_file == str(good)
+
+
+@pytest.mark.parametrize(
+    "key, value, allowed",
+    [
+        ("temperature", "2.5", "0.0 to 2.0"),
+        ("temperature", "nan", "0.0 to 2.0"),
+        ("seed", "-1", "0 to 4294967295"),
+        ("request_timeout_seconds", "5", "10 to 7200"),
+        ("cpu", "0", "1 to 16"),
+        ("memory_gib", "128", "1 to 64"),
+        ("ttl_after_finished_hours", "0", "1 to 720"),
+        ("concurrent_requests", "0", "1 to 1024"),
+    ],
+)
+def test_benchmark_ranges_name_the_field_and_the_allowed_values(key, value, allowed):
+    assert only_problem(**{f"benchmark__{key}": value}).endswith(f"is out of range; allowed: {allowed}")
+    assert only_problem(**{f"benchmark__{key}": value}).startswith(f"benchmark.{key}=")
+
+
+def test_benchmark_types_and_image():
+    assert only_problem(benchmark__temperature="warm") == "benchmark.temperature='warm': expected a number"
+    assert only_problem(benchmark__run_on_deploy="sometimes") == "benchmark.run_on_deploy='sometimes': expected true or false"
+    assert "is not an image reference pinned by tag or digest" in only_problem(benchmark__image="python")
+    config = load_config({"benchmark.temperature": "0.6", "benchmark.run_on_deploy": "false"}, {})
+    assert (config.benchmark.temperature, config.benchmark.run_on_deploy) == (0.6, False)

@@ -168,6 +168,7 @@ def test_every_object_passes_strict_schema_validation(dist, version):
         "ServiceAccount",
         "ConfigMap",
         "Job",
+        "CronJob",
         "Deployment",
         "Service",
     }
@@ -202,7 +203,7 @@ def test_hf_token_variant_passes_schema_validation(config):
 def _neuron_pods(dist):
     """Pod specs of every workload placed on the Neuron node group."""
     for obj in _objects(dist):
-        if obj["kind"] in ("Deployment", "Job"):
+        if obj["kind"] in ("Deployment", "Job") and "affinity" in obj["spec"]["template"]["spec"]:
             pod = obj["spec"]["template"]["spec"]
             terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
             if {"key": layout.NODE_POOL_LABEL, "operator": "In", "values": [layout.NEURON_POOL]} in terms[0]["matchExpressions"]:
@@ -289,8 +290,7 @@ def test_bucket_volumes_are_static_and_confined_to_their_prefix(dist):
 
 
 def test_model_cache_job_fills_every_model_once(dist, plan):
-    (job,) = [o for o in _objects(dist) if o["kind"] == "Job"]
-    assert job["metadata"]["name"].startswith("model-cache-")
+    (job,) = [o for o in _objects(dist) if o["kind"] == "Job" and o["metadata"]["name"].startswith("model-cache-")]
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[-2:] == ["Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B"]
     assert job["spec"]["backoffLimit"] >= 1 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
@@ -302,7 +302,7 @@ def test_model_cache_job_fills_every_model_once(dist, plan):
 
 
 def test_dist_writes_one_file_per_chart_in_apply_order(dist):
-    assert list(dist) == ["0000-model-cache.k8s.yaml", "0001-qwen-vllm.k8s.yaml", "0002-qwen-sd-vllm.k8s.yaml"]
+    assert list(dist) == ["0000-model-cache.k8s.yaml", "0001-qwen-vllm.k8s.yaml", "0002-qwen-sd-vllm.k8s.yaml", "0003-specbench.k8s.yaml"]
     assert dist["0000-model-cache.k8s.yaml"][0]["kind"] == "Namespace"
 
 

@@ -37,7 +37,8 @@ def test_data_bucket_denies_plain_http(data):
 
 def test_model_cache_role_reaches_only_the_model_and_artifact_prefixes(data):
     lid, _ = _data_bucket(data)
-    _, policy = only(data, "AWS::IAM::Policy")
+    role_id, _ = only(data, "AWS::IAM::Role", lambda r: "Mountpoint" in props(r).get("Description", ""))
+    _, policy = only(data, "AWS::IAM::Policy", lambda r: props(r)["Roles"] == [{"Ref": role_id}])
     statements = props(policy)["PolicyDocument"]["Statement"]
     listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
     assert listing["Condition"] == {"StringLike": {"s3:prefix": ["models/*", "neuron-artifacts/*"]}}

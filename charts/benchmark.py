@@ -1,0 +1,223 @@
+"""The benchmark as Kubernetes objects: a Job that ``cdk deploy`` creates after the services, and a
+suspended CronJob with the same pod template from which ``kubectl create job --from`` reruns it.
+
+No image is built: the ``specbench`` package reaches the pod as a zip application in a ConfigMap,
+and a stock Python image pip-installs the pinned requirements into an emptyDir at start
+(charts/README.md, "Benchmark", says why). The pod runs on the system node group, as a non-root
+user with a read-only root filesystem; its only AWS identity is the Pod Identity role of the
+``specbench`` service account (the data stack's benchmark role, stacks/storage.py): put and get
+under ``results/``, and PutMetricData in the configured namespace.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from config import layout
+
+from .objects import add_objects, guaranteed, metadata
+from .spec import BenchmarkSpec
+
+NAME = "specbench"  # the ConfigMap and the CronJob
+SERVICE_ACCOUNT = layout.BENCHMARK_SERVICE_ACCOUNT
+LABELS = {"app.kubernetes.io/name": NAME}
+CODE_MOUNT = "/opt/specbench"
+BUNDLE = "specbench.pyz"
+REQUIREMENTS = "requirements.txt"
+SETTINGS = "settings.json"
+SUITE = "suite.json"
+DEPS = "/deps"
+HOME = "/home/specbench"
+# Any non-root uid works: nothing in the image is written, and the emptyDirs are world-writable.
+RUN_AS = 1000
+# A suspended CronJob never fires; Kubernetes still requires a schedule.
+RERUN_SCHEDULE = "0 0 1 1 *"
+# A rerun is a decision, not a retry: the Job fails on its first pod failure (see job_spec).
+BACKOFF_LIMIT = 0
+
+INSTALL_AND_RUN = "\n".join(
+    (
+        "set -eu",
+        f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off "
+        f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}",
+        f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"',
+    )
+)
+
+
+def run_args(spec: BenchmarkSpec) -> list[str]:
+    """Flags of ``specbench run`` (passed to the script above as "$@": no shell quoting involved)."""
+    args: list[str] = []
+    for name, url in spec.endpoints:
+        args += ["--endpoint", f"{name}={url}"]
+    args += ["--model", spec.model, "--engine", spec.engine]
+    if spec.suite_json:
+        args += ["--suite", f"{CODE_MOUNT}/{SUITE}"]
+    args += [
+        "--input-tokens",
+        str(spec.input_tokens),
+        "--output-tokens",
+        str(spec.output_tokens),
+        "--concurrency",
+        str(spec.concurrency),
+        "--requests",
+        str(spec.requests),
+        "--temperature",
+        repr(spec.temperature),
+        "--seed",
+        str(spec.seed),
+        "--request-timeout",
+        str(spec.request_timeout_seconds),
+        "--ready-timeout",
+        str(spec.ready_timeout_seconds),
+        "--results",
+        spec.results_uri,
+        "--namespace",
+        spec.metrics_namespace,
+        "--region",
+        spec.region,
+        "--settings",
+        f"{CODE_MOUNT}/{SETTINGS}",
+    ]
+    return args
+
+
+def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
+    """The one pod template of the Job and of the CronJob's job template."""
+    container = {
+        "name": "specbench",
+        "image": spec.image,
+        "command": ["sh", "-c", INSTALL_AND_RUN, "specbench"],
+        "args": run_args(spec),
+        "env": [
+            {"name": "PYTHONPATH", "value": DEPS},
+            {"name": "HOME", "value": HOME},
+            # uid 1000 has no passwd entry in the image; getpass.getuser() (Ray uses it) reads this first.
+            {"name": "USER", "value": "specbench"},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},  # progress reaches the log as it happens
+        ],
+        "resources": guaranteed(str(spec.cpu), f"{spec.memory_gib}Gi"),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
+            {"name": "deps", "mountPath": DEPS},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": HOME},
+        ],
+    }
+    return {
+        "metadata": {"labels": dict(LABELS)},
+        "spec": {
+            "serviceAccountName": SERVICE_ACCOUNT,
+            # Pod Identity delivers AWS credentials through its own projected volume; the pod
+            # never talks to the Kubernetes API.
+            "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
+            # The system node group: no Neuron toleration, so never on a Trainium node.
+            "nodeSelector": {layout.NODE_POOL_LABEL: layout.SYSTEM_POOL},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RUN_AS,
+                "runAsGroup": RUN_AS,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container],
+            "volumes": [
+                {"name": "code", "configMap": {"name": NAME}},
+                # The installed requirements (llmperf with Ray and its tokenizers is the largest).
+                {"name": "deps", "emptyDir": {"sizeLimit": "4Gi"}},
+                # pip's build directories, and Ray's session and object spill directory for llmperf.
+                {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
+                # Tokenizer downloads (llmperf's Llama-2 tokenizer) land in the Hugging Face cache.
+                {"name": "home", "emptyDir": {"sizeLimit": "1Gi"}},
+            ],
+        },
+    }
+
+
+def job_spec(spec: BenchmarkSpec) -> dict[str, Any]:
+    """Spec of the Job, and of every Job the CronJob makes.
+
+    backoffLimit 0: a failed run is not retried by Kubernetes. A retry would drive the whole suite
+    again and publish a second set of metrics for the same settings (the first attempt's are
+    already in CloudWatch), and the usual failures (services never ready, the deadline) would
+    fail again the same way. A rerun is a decision: ``kubectl create job --from=cronjob/specbench``.
+    """
+    return {
+        "backoffLimit": BACKOFF_LIMIT,
+        "activeDeadlineSeconds": spec.active_deadline_seconds,
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "template": pod_template(spec),
+    }
+
+
+def benchmark_job(spec: BenchmarkSpec) -> dict[str, Any]:
+    """The run ``cdk deploy`` starts. Named by a hash of the spec: a Job's pod template is
+    immutable, so a changed setting, suite or code creates a new Job (the old one is pruned)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(f"{NAME}-{spec.digest()}", spec.namespace, LABELS),
+        "spec": job_spec(spec),
+    }
+
+
+def rerun_cronjob(spec: BenchmarkSpec) -> dict[str, Any]:
+    """The rerun template: never scheduled (suspended), only copied by
+    ``kubectl -n <namespace> create job specbench-rerun-$(date +%s) --from=cronjob/specbench``."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata(NAME, spec.namespace, LABELS),
+        "spec": {
+            "schedule": RERUN_SCHEDULE,
+            "suspend": True,
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {"metadata": {"labels": dict(LABELS)}, "spec": job_spec(spec)},
+        },
+    }
+
+
+def code_config_map(spec: BenchmarkSpec) -> dict[str, Any]:
+    """The package, its requirements, the settings snapshot and a custom suite: all the pod reads."""
+    data = {REQUIREMENTS: spec.requirements, SETTINGS: spec.settings_json}
+    if spec.suite_json:
+        data[SUITE] = spec.suite_json
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(NAME, spec.namespace, LABELS),
+        "data": data,
+        "binaryData": {BUNDLE: base64.b64encode(spec.bundle).decode()},
+    }
+
+
+def benchmark_objects(spec: BenchmarkSpec) -> tuple[dict[str, Any], ...]:
+    objects = (
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(SERVICE_ACCOUNT, spec.namespace, LABELS),
+            "automountServiceAccountToken": False,
+        },
+        code_config_map(spec),
+        rerun_cronjob(spec),
+    )
+    return (*objects, benchmark_job(spec)) if spec.run_on_deploy else objects
+
+
+class BenchmarkChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, spec: BenchmarkSpec) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        self.spec = spec
+        add_objects(self, benchmark_objects(spec))

@@ -1,0 +1,197 @@
+"""``specbench``: run the benchmark, republish a stored run, validate a suite, emulate endpoints.
+
+    python -m specbench emulate --time-scale 0.1          # baseline on :8000, speculative on :8001
+    python -m specbench run --endpoint qwen-vllm=http://127.0.0.1:8000 --endpoint qwen-sd-vllm=http://127.0.0.1:8001 --no-publish
+    python -m specbench publish ./results/<run_id> --region us-east-2
+    python -m specbench suite [--suite my-suite.json]
+
+Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed (what
+completed is stored), 2 bad arguments, 3 stored but not all published, 4 endpoints never ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Sequence
+
+from .engines import APIS, ENGINES, Endpoint, LoadSpec
+from .suite import SuiteError, load_suite
+
+DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
+EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY = 1, 2, 3, 4
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    name, sep, url = text.partition("=")
+    if not sep or not name or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"--endpoint {text!r}: expected NAME=http(s)://HOST:PORT")
+    return Endpoint(name, url.rstrip("/"))
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="specbench", description="Measure speculative decoding against a baseline, per prompt type.")
+    commands = root.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="drive a suite at the endpoints, store every result, publish to CloudWatch")
+    run.add_argument(
+        "--endpoint", action="append", type=parse_endpoint, help="NAME=URL; repeat; the first is the baseline (default: the two services)"
+    )
+    run.add_argument("--model", default="Qwen/Qwen3-32B", help="served model name sent in every request")
+    run.add_argument("--engine", choices=ENGINES, default="native")
+    run.add_argument("--api", choices=APIS, default="chat", help="chat completions (as llmperf) or completions")
+    run.add_argument("--suite", default="", help="suite JSON file (default: the eight reference test cases)")
+    run.add_argument("--test-case", action="append", default=[], help="run only this test case; repeat")
+    run.add_argument("--input-tokens", type=positive_int, default=64)
+    run.add_argument("--output-tokens", type=positive_int, default=600, help="max_tokens of every request")
+    run.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight per endpoint")
+    run.add_argument("--requests", type=positive_int, default=8, help="requests per test case and endpoint")
+    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--seed", type=int, default=11111)
+    run.add_argument("--ignore-eos", action="store_true", help="always generate --output-tokens (vLLM extension)")
+    run.add_argument("--request-timeout", type=float, default=1200.0, help="seconds per request")
+    run.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for every endpoint's /health and /v1/models")
+    run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")
+    run.add_argument("--run-id", default="", help="default: UTC time and a random suffix")
+    run.add_argument("--settings", default="", help="JSON snapshot of the deployment, stored with the run")
+    run.add_argument("--namespace", default="Qwen/LLMPerf", help="CloudWatch namespace")
+    run.add_argument("--region", default=None, help="AWS region for S3 and CloudWatch")
+    run.add_argument("--no-publish", action="store_true", help="store only; publish later with `specbench publish`")
+    run.add_argument("--no-progress", action="store_true")
+
+    publish = commands.add_parser("publish", help="publish (again) a stored run's metrics to CloudWatch")
+    publish.add_argument("run", help="the run's location: a directory or s3://BUCKET/PREFIX/RUN_ID")
+    publish.add_argument("--namespace", default="Qwen/LLMPerf")
+    publish.add_argument("--region", default=None)
+    publish.add_argument("--all", action="store_true", help="republish every value, even after a partly successful publish")
+
+    suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
+    suite.add_argument("--suite", default="")
+
+    # Parsed by the emulator itself (main() hands it the rest of the line); listed here for --help.
+    commands.add_parser("emulate", help="serve emulated baseline and speculative endpoints on 127.0.0.1 (see emulate --help)")
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["emulate"]:
+        from .emulator import main_emulate
+
+        return main_emulate(argv[1:])
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return command_run(args)
+        if args.command == "publish":
+            return command_publish(args)
+        return command_suite(args)
+    except SuiteError as error:
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def command_suite(args: argparse.Namespace) -> int:
+    suite = load_suite(args.suite)
+    print(f"suite {suite.name!r}: {len(suite.test_cases)} test cases")
+    for case in suite.test_cases:
+        print(f"  {case.name:<20} {case.prompt_class:<11} {case.text!r}")
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from .engines import make_engine
+    from .results import describe_publish, publish_run, summary_table
+    from .runner import Runner, RunPlan, new_run_id
+    from .store import RunStore, open_store
+
+    endpoints = tuple(args.endpoint or [parse_endpoint(text) for text in DEFAULT_ENDPOINTS])
+    if len({e.name for e in endpoints}) != len(endpoints):
+        print("specbench: --endpoint names must be unique", file=sys.stderr)
+        return EXIT_USAGE
+    settings = {}
+    if args.settings:
+        with open(args.settings, encoding="utf-8") as handle:
+            settings = json.load(handle)
+    plan = RunPlan(
+        endpoints=endpoints,
+        suite=load_suite(args.suite).select(args.test_case),
+        load=LoadSpec(
+            model=args.model,
+            max_tokens=args.output_tokens,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            request_timeout_s=args.request_timeout,
+            temperature=args.temperature,
+            seed=args.seed,
+            api=args.api,
+            ignore_eos=args.ignore_eos,
+        ),
+        input_tokens=args.input_tokens,
+        engine=args.engine,
+        ready_timeout_s=args.ready_timeout,
+        settings=settings,
+    )
+    store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
+    print(f"run {store.run_id}: {len(plan.suite.test_cases)} test cases x {len(endpoints)} endpoints -> {store.location}", flush=True)
+    runner = Runner(plan, make_engine(args.engine), store, progress=not args.no_progress)
+    try:
+        result = run_until_signal(runner.run())
+    except asyncio.CancelledError:
+        print(f"interrupted: completed test cases are stored in {store.location}", file=sys.stderr)
+        return EXIT_CRASHED
+    except Exception as error:  # noqa: BLE001 - the message and the stored location are what the user needs
+        print(f"specbench: {type(error).__name__}: {error}\nwhat completed is stored in {store.location}", file=sys.stderr)
+        return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
+    print(summary_table(result.cases, baseline=endpoints[0].name))
+    if args.no_publish:
+        return 0
+    report = publish_run(store, args.namespace, args.region)
+    print(describe_publish(report, store.location))
+    return 0 if report.ok else EXIT_UNPUBLISHED
+
+
+def command_publish(args: argparse.Namespace) -> int:
+    from .results import describe_publish, has_unpublished, publish_run
+    from .store import RunStore, open_store
+
+    location, _, run_id = args.run.rstrip("/").rpartition("/")
+    if not run_id:
+        print("specbench: publish expects a run location ending in its run id", file=sys.stderr)
+        return EXIT_USAGE
+    store = RunStore(open_store(location or ".", args.region), run_id)
+    if not store.keys("run.json"):
+        print(f"specbench: no run at {store.location} (run.json missing)", file=sys.stderr)
+        return EXIT_USAGE
+    # After a partial publish, send only what is missing: CloudWatch would count the rest twice.
+    unpublished_only = not args.all and has_unpublished(store)
+    if unpublished_only:
+        print(f"publishing what an earlier attempt left in {store.location}/unpublished.json (--all to republish everything)")
+    report = publish_run(store, args.namespace, args.region, unpublished_only=unpublished_only)
+    print(describe_publish(report, store.location))
+    return 0 if report.ok else EXIT_UNPUBLISHED
+
+
+def run_until_signal(coroutine):  # type: ignore[no-untyped-def]
+    """Run a coroutine; SIGTERM (the Job's deadline, kubectl delete) cancels it so its cleanup runs."""
+
+    async def guarded():  # type: ignore[no-untyped-def]
+        task = asyncio.ensure_future(coroutine)
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            pass
+        return await task
+
+    return asyncio.run(guarded())

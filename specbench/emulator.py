@@ -1,0 +1,830 @@
+"""A local stand-in for the two vLLM servers the benchmark compares: baseline and speculative decoding.
+
+It speaks the slice of vLLM's OpenAI-compatible API the benchmark uses (streamed chat and text
+completions with usage statistics, /tokenize, /health, /v1/models, /metrics), paces its chunks with
+the time model of Leviathan et al. (2023), injects faults on chosen requests, and keeps the ground
+truth of every request so a client's measurements can be checked against what was really sent.
+
+What it does not model: batching (concurrent requests do not slow each other), the chat template
+(prompt tokens are the tokens of the message contents), sampling (output is filler text).
+
+Clock: every timestamp in the ground truth is ``time.perf_counter()``, the clock the client measures
+with, so a client's and the server's stamps of one request can be compared directly. (On Linux,
+CPython's perf_counter and monotonic are the same CLOCK_MONOTONIC, see ``time.get_clock_info``; the
+emulator does not rely on that: it sleeps for relative delays towards perf_counter deadlines.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import copy
+import hashlib
+import itertools
+import json
+import random
+import re
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dataclasses_replace
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from specbench.records import time_per_output_token
+
+CLOCK = time.perf_counter
+FAULT_KINDS = ("http_500", "drop_mid_stream", "stall", "malformed_sse", "empty_completion")
+DEFAULT_MAX_TOKENS = 16  # vLLM's default for /v1/completions
+VOCAB_SIZE = 151_936  # Qwen3's vocabulary: token ids look plausible
+FAULT_AFTER_CHUNKS = 3  # mid-stream faults strike after this many content chunks (fewer on short streams)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure math: Leviathan et al. 2023, section 3
+
+
+def expected_tokens_per_step(a: float, k: int) -> float:
+    """Expected tokens one target step yields: E = (1 - a^(k+1)) / (1 - a); k + 1 when a = 1."""
+    _check_probability("a", a)
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if a == 1.0:
+        return k + 1.0
+    return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def expected_speedup(a: float, k: int, c: float) -> float:
+    """Expected wall-time speedup over plain decoding: S = E / (k*c + 1)."""
+    if c < 0:
+        raise ValueError(f"c must be >= 0, got {c}")
+    return expected_tokens_per_step(a, k) / (k * c + 1.0)
+
+
+def best_speculation_length(a: float, c: float, k_max: int = 15) -> int:
+    """The k in 0..k_max with the highest expected speedup (no closed form); ties go to the smaller k."""
+    return max(range(k_max + 1), key=lambda k: (expected_speedup(a, k, c), -k))
+
+
+def step_time_s(target_step_s: float, k: int, c: float) -> float:
+    """One speculative step: k draft steps at c times the target's cost, then one target step."""
+    return target_step_s * (k * c + 1.0)
+
+
+def sample_accepted(rng: random.Random, p: float, k: int) -> int:
+    """Draft tokens accepted in one step: leading successes of Bernoulli(p) trials, at most k."""
+    accepted = 0
+    while accepted < k and rng.random() < p:
+        accepted += 1
+    return accepted
+
+
+@dataclass(frozen=True)
+class PlannedChunk:
+    offset_s: float  # send time after the request's arrival
+    tokens: int
+    accepted: int | None  # drafts accepted by the step behind this chunk; None for prefill and baseline
+
+
+def plan_chunks(num_tokens: int, prefill_s: float, step_s: float, k: int, p: float, rng: random.Random) -> list[PlannedChunk]:
+    """The chunks of one request: 1 token at prefill time, then one chunk per step.
+
+    A speculative step emits accepted + 1 tokens (the +1 is the target's own token), truncated so the
+    total is exactly ``num_tokens``; the step's acceptance is kept whole, as vLLM's counters count it.
+    """
+    if num_tokens < 1:
+        return []
+    chunks = [PlannedChunk(prefill_s, 1, None)]
+    offset, left = prefill_s, num_tokens - 1
+    while left > 0:
+        offset += step_s
+        accepted = sample_accepted(rng, p, k) if k else None
+        tokens = min((accepted or 0) + 1, left)
+        chunks.append(PlannedChunk(offset, tokens, accepted))
+        left -= tokens
+    return chunks
+
+
+def request_seed(seed: int, prompt: str, ordinal: int) -> int:
+    """Stable across processes (unlike hash()): same seed, prompt and ordinal, same plan."""
+    digest = hashlib.sha256(f"{seed}\0{ordinal}\0{prompt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def _check_probability(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer: deterministic, and the generated text re-tokenizes to exactly the tokens generated
+
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def tokenize(text: str) -> list[int]:
+    return [zlib.crc32(piece.encode()) % VOCAB_SIZE for piece in _TOKEN_RE.findall(text)]
+
+
+def count_tokens(text: str) -> int:
+    return len(_TOKEN_RE.findall(text))
+
+
+def filler_text(start: int, tokens: int) -> str:
+    """Tokens ``start`` .. ``start + tokens - 1`` of a completion: one word each, numbered by position."""
+    return "".join(f" w{i}" for i in range(start, start + tokens))
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+
+
+@dataclass(frozen=True)
+class EmulatorProfile:
+    served_model_name: str = "Qwen/Qwen3-32B"
+    max_model_len: int = 1024
+    target_step_s: float = 0.045
+    prefill_base_s: float = 0.03
+    prefill_s_per_token: float = 0.0002
+    num_speculative_tokens: int = 0  # k; 0 is the baseline server
+    draft_cost_ratio: float = 0.0  # c: draft step cost / target step cost
+    acceptance: tuple[tuple[str, float], ...] = ()  # (marker, p): first marker found in the prompt wins
+    default_acceptance: float = 0.7
+    seed: int = 0
+    legacy_gauges: bool = False  # vLLM V0's metrics instead of V1's
+    ready_after_s: float = 0.0
+    faults: Mapping[int, str] = field(default_factory=dict, hash=False)  # request ordinal -> fault kind
+    stall_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        name = self.served_model_name
+        _require(isinstance(name, str) and name, "served_model_name", "a non-empty string", name)
+        _require(_is_int(self.max_model_len) and self.max_model_len >= 2, "max_model_len", "an integer >= 2", self.max_model_len)
+        for field_name in ("target_step_s", "prefill_base_s", "prefill_s_per_token", "draft_cost_ratio", "ready_after_s", "stall_s"):
+            value = getattr(self, field_name)
+            _require(_is_number(value) and value >= 0, field_name, "a number >= 0", value)
+        k = self.num_speculative_tokens
+        _require(_is_int(k) and k >= 0, "num_speculative_tokens", "an integer >= 0 (0 = baseline)", k)
+        _require(_is_int(self.seed), "seed", "an integer", self.seed)
+        _require(isinstance(self.legacy_gauges, bool), "legacy_gauges", "a bool", self.legacy_gauges)
+        p = self.default_acceptance
+        _require(_is_number(p) and 0 <= p <= 1, "default_acceptance", "a probability in [0, 1]", p)
+        pairs = tuple(tuple(pair) if isinstance(pair, (tuple, list)) else (pair,) for pair in self.acceptance)
+        for pair in pairs:
+            ok = len(pair) == 2 and isinstance(pair[0], str) and pair[0] and _is_number(pair[1]) and 0 <= pair[1] <= 1
+            _require(ok, "acceptance", "(marker, probability) pairs with a non-empty marker and a probability in [0, 1]", pair)
+        object.__setattr__(self, "acceptance", pairs)
+        object.__setattr__(self, "faults", validate_faults(self.faults))
+
+    @property
+    def speculative(self) -> bool:
+        return self.num_speculative_tokens > 0
+
+    @property
+    def step_s(self) -> float:
+        return step_time_s(self.target_step_s, self.num_speculative_tokens, self.draft_cost_ratio)
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        return self.prefill_base_s + self.prefill_s_per_token * prompt_tokens
+
+    def acceptance_for(self, prompt: str) -> float:
+        """Case-insensitive: the first marker contained in the prompt gives p, else the default."""
+        lowered = prompt.lower()
+        return next((p for marker, p in self.acceptance if marker.lower() in lowered), self.default_acceptance)
+
+
+def validate_faults(faults: Mapping[int, str]) -> dict[int, str]:
+    checked = {}
+    for ordinal, kind in dict(faults).items():
+        _require(_is_int(ordinal) and ordinal >= 0, "faults", "keyed by request ordinals (integers >= 0)", ordinal)
+        _require(kind in FAULT_KINDS, f"faults[{ordinal}]", f"one of {', '.join(FAULT_KINDS)}", kind)
+        checked[ordinal] = kind
+    return checked
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _require(ok: Any, name: str, allowed: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"EmulatorProfile.{name} must be {allowed}; got {value!r}")
+
+
+def default_profiles(time_scale: float = 1.0) -> dict[str, EmulatorProfile]:
+    """The two services of the write-up. ``time_scale`` < 1 shrinks every duration (for tests).
+
+    Acceptance per test case (REFERENCE.md section 2): structured prompts high, open-ended low. The
+    Shakespeare case has no marker: llmperf wraps every prompt in the same instruction, and sonnet
+    lines share no sure word, so the default carries it. "a a a" comes last: it is the loosest marker.
+    """
+    if not _is_number(time_scale) or time_scale <= 0:
+        raise ValueError(f"time_scale must be a number > 0, got {time_scale!r}")
+    acceptance = (
+        ("counting numbers from 1", 0.9),
+        ("List numbers from one to twenty", 0.9),
+        ("Output valid JSON with fixed keys", 0.87),
+        ("hello world", 0.88),
+        ("the cat sat on the mat", 0.6),
+        ("Write a simple Python function skeleton", 0.55),
+        ("a a a", 0.93),
+    )
+    common = dict(
+        target_step_s=0.045 * time_scale,
+        prefill_base_s=0.03 * time_scale,
+        prefill_s_per_token=0.0002 * time_scale,
+        stall_s=30.0 * time_scale,
+        acceptance=acceptance,
+        default_acceptance=0.5,
+    )
+    return {
+        "qwen-vllm": EmulatorProfile(**common),
+        "qwen-sd-vllm": EmulatorProfile(num_speculative_tokens=7, draft_cost_ratio=0.08, **common),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Ground truth
+
+
+@dataclass
+class TruthRecord:
+    request_id: str
+    ordinal: int
+    endpoint: str  # "chat" or "completions"
+    arrival_s: float  # time.perf_counter() when the handler started
+    prompt_tokens: int
+    max_tokens: int  # tokens planned: the request's max_tokens capped by the context left
+    acceptance: float | None  # p used; None on the baseline server
+    fault: str | None = None
+    planned_offsets_s: list[float] = field(default_factory=list)
+    chunk_offsets_s: list[float] = field(default_factory=list)  # each content chunk handed to the socket
+    chunk_tokens: list[int] = field(default_factory=list)
+    accepted_per_step: list[int] = field(default_factory=list)  # per speculative step sent, untruncated
+    e2e_s: float | None = None  # [DONE] handed to the socket; None if the stream never finished
+    error: str = ""
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.chunk_offsets_s[0] if self.chunk_offsets_s else None
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(self.chunk_tokens)
+
+    @property
+    def time_per_output_token_s(self) -> float | None:
+        if self.ttft_s is None or self.e2e_s is None:
+            return None
+        return time_per_output_token(self.ttft_s, self.e2e_s, self.output_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        derived = {"ttft_s": self.ttft_s, "output_tokens": self.output_tokens, "time_per_output_token_s": self.time_per_output_token_s}
+        return {**asdict(self), **derived}
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+@dataclass
+class Counters:
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    emitted: int = 0  # V0: accepted + the bonus token, per step
+    accepted_per_pos: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    finished: int = 0
+
+
+class _Collector(Collector):
+    """Built at scrape time from plain counters, so a reset is just new zeros (and no _created series)."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+
+    def collect(self) -> Iterator[Any]:
+        em, profile = self.emulator, self.emulator.profile
+        n, k, model = em.counters, profile.num_speculative_tokens, [profile.served_model_name]
+        running = GaugeMetricFamily("vllm:num_requests_running", "Requests being generated.", labels=["model_name"])
+        running.add_metric(model, em.running)
+        yield running
+        success = CounterMetricFamily("vllm:request_success", "Finished requests.", labels=["model_name", "finish_reason"])
+        success.add_metric([*model, "length"], n.finished)
+        yield success
+        yield _counter("vllm:prompt_tokens", "Prefill tokens processed.", model, n.prompt_tokens)
+        yield _counter("vllm:generation_tokens", "Generation tokens processed.", model, n.generation_tokens)
+        if not k:
+            return
+        if profile.legacy_gauges:
+            # vLLM V0 (engine/metrics.py, spec_decode/metrics.py): two gauges, absent until the first
+            # report, and counters of accepted, draft and emitted tokens; no draft count, no positions.
+            # efficiency = emitted / (speculated sequences * (k + 1)), the +1 being the bonus token.
+            if n.draft_tokens:
+                rate = n.accepted / n.draft_tokens
+                yield _gauge("vllm:spec_decode_draft_acceptance_rate", "Speculative token acceptance rate.", model, rate)
+                efficiency = n.emitted / (n.draft_tokens // k * (k + 1))
+                yield _gauge("vllm:spec_decode_efficiency", "Speculative decoding system efficiency.", model, efficiency)
+            yield _counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", model, n.accepted)
+            yield _counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", model, n.draft_tokens)
+            yield _counter("vllm:spec_decode_num_emitted_tokens", "Number of emitted tokens.", model, n.emitted)
+            return
+        yield _counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", model, n.drafts)
+        yield _counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", model, n.draft_tokens)
+        yield _counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", model, n.accepted)
+        per_pos = CounterMetricFamily(
+            "vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.", labels=["model_name", "position"]
+        )
+        for position, value in enumerate(n.accepted_per_pos):
+            per_pos.add_metric([*model, str(position)], value)
+        yield per_pos
+
+
+def _counter(name: str, doc: str, model: list[str], value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=["model_name"])
+    family.add_metric(model, value)
+    return family
+
+
+def _gauge(name: str, doc: str, model: list[str], value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=["model_name"])
+    family.add_metric(model, value)
+    return family
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    """vLLM's ErrorResponse body."""
+    return web.json_response({"object": "error", "message": message, "type": kind, "param": None, "code": status}, status=status)
+
+
+def _prompt_text(body: dict[str, Any], chat: bool) -> str:
+    if chat or "messages" in body:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise _BadRequest("'messages' must be a non-empty list of message objects")
+        parts = []
+        for message in messages:
+            content = message.get("content") or ""
+            if isinstance(content, list):  # OpenAI content parts
+                content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+            parts.append(str(content))
+        return "\n".join(parts)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise _BadRequest("'prompt' must be a string (batched or token-id prompts are not emulated)")
+    return prompt
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Absolute deadlines keep late wake-ups from adding up; each wake-up is 0-1 ms late (epoll's
+    millisecond timeouts round up), never early."""
+    delay = deadline - CLOCK()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+class Emulator:
+    """One emulated vLLM server: the aiohttp application and its state. Touch state on its loop only."""
+
+    def __init__(self, profile: EmulatorProfile) -> None:
+        self.profile = profile
+        self.truth: list[TruthRecord] = []
+        self.faults = dict(profile.faults)
+        self.counters = self._zero_counters()
+        self.running = 0
+        self.started_s = CLOCK()
+        self._ordinals = itertools.count()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+        self.app = web.Application(middlewares=[self._readiness])
+        self.app.on_startup.append(self._on_startup)
+        self.app.add_routes(
+            [
+                web.get("/health", self._health),
+                web.get("/v1/models", self._models),
+                web.post("/v1/chat/completions", self._chat),
+                web.post("/v1/completions", self._completions),
+                web.post("/tokenize", self._tokenize),
+                web.get("/metrics", self._metrics),
+                web.get("/emulator/truth", self._truth),
+            ]
+        )
+
+    def reset_counters(self) -> None:
+        """What a server restart does to Prometheus counters."""
+        self.counters = self._zero_counters()
+
+    def set_faults(self, faults: Mapping[int, str]) -> None:
+        self.faults = validate_faults(faults)
+
+    def _zero_counters(self) -> Counters:
+        return Counters(accepted_per_pos=[0] * self.profile.num_speculative_tokens)
+
+    async def _on_startup(self, app: web.Application) -> None:
+        self.started_s = CLOCK()
+
+    @web.middleware
+    async def _readiness(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        # /metrics and the emulator's own routes answer at once; the API waits as a loading server would.
+        always = request.path == "/metrics" or request.path.startswith("/emulator/")
+        if not always and CLOCK() - self.started_s < self.profile.ready_after_s:
+            return _error(503, "server is starting", "ServiceUnavailableError")
+        return await handler(request)
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        name = self.profile.served_model_name
+        card = {"id": name, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": name, "parent": None}
+        card["max_model_len"] = self.profile.max_model_len
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _truth(self, request: web.Request) -> web.Response:
+        return web.json_response([record.to_dict() for record in self.truth])
+
+    def _check_model(self, body: dict[str, Any]) -> web.Response | None:
+        model = body.get("model")
+        if model is not None and model != self.profile.served_model_name:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        return None
+
+    async def _read_body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise _BadRequest("request body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise _BadRequest("request body must be a JSON object")
+        return body
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await self._read_body(request)
+            text = _prompt_text(body, chat=False)
+        except _BadRequest as exc:
+            return _error(400, str(exc), "BadRequestError")
+        if (missing := self._check_model(body)) is not None:
+            return missing
+        tokens = tokenize(text)
+        return web.json_response({"count": len(tokens), "max_model_len": self.profile.max_model_len, "tokens": tokens, "token_strs": None})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        arrival = CLOCK()
+        try:
+            body = await self._read_body(request)
+            text = _prompt_text(body, chat)
+            max_tokens = body.get("max_completion_tokens") if chat else None
+            max_tokens = body.get("max_tokens") if max_tokens is None else max_tokens
+            max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
+            if not _is_int(max_tokens) or max_tokens < 1:
+                raise _BadRequest(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+            if body.get("stream") is not True:
+                raise _BadRequest('the emulator only streams: set "stream": true')
+            options = body.get("stream_options") or {}
+            if not isinstance(options, dict):
+                raise _BadRequest("'stream_options' must be an object")
+        except _BadRequest as exc:
+            return _error(400, str(exc), "BadRequestError")
+        if (missing := self._check_model(body)) is not None:
+            return missing
+        profile, prompt_tokens = self.profile, count_tokens(text)
+        if prompt_tokens >= profile.max_model_len:
+            message = f"This model's maximum context length is {profile.max_model_len} tokens; the prompt has {prompt_tokens}."
+            return _error(400, message, "BadRequestError")
+
+        ordinal = next(self._ordinals)
+        p = profile.acceptance_for(text) if profile.speculative else None
+        rng = random.Random(request_seed(profile.seed, text, ordinal))
+        planned = min(max_tokens, profile.max_model_len - prompt_tokens)
+        plan = plan_chunks(planned, profile.prefill_s(prompt_tokens), profile.step_s, profile.num_speculative_tokens, p or 0.0, rng)
+        record = TruthRecord(
+            request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex,
+            ordinal=ordinal,
+            endpoint="chat" if chat else "completions",
+            arrival_s=arrival,
+            prompt_tokens=prompt_tokens,
+            max_tokens=planned,
+            acceptance=p,
+            fault=self.faults.get(ordinal),
+            planned_offsets_s=[chunk.offset_s for chunk in plan],
+        )
+        self.truth.append(record)
+        if record.fault == "http_500":
+            record.error = "injected http_500"
+            return _error(500, "injected fault: internal server error", "InternalServerError")
+        include_usage = bool(options.get("include_usage"))
+        stream = _Stream(request, record, chat, include_usage, include_usage and bool(options.get("continuous_usage_stats")))
+        self.running += 1
+        try:
+            await self._play(stream, plan)
+        except ConnectionError:
+            record.error = "client disconnected"
+        except asyncio.CancelledError:  # aiohttp cancels the handler when the client goes away
+            record.error = "client disconnected"
+            raise
+        finally:
+            self.running -= 1
+        return stream.response
+
+    async def _play(self, stream: _Stream, plan: list[PlannedChunk]) -> None:
+        record, profile = stream.record, self.profile
+        await stream.open(self.profile.served_model_name)
+        self.counters.prompt_tokens += record.prompt_tokens
+        content = [] if record.fault == "empty_completion" else plan
+        fault_at = min(FAULT_AFTER_CHUNKS, max(1, len(plan) // 2))
+        delay = 0.0  # a stall pushes every later chunk back
+        for index in range(len(content) + 1):
+            if index == fault_at and record.fault == "drop_mid_stream":
+                stream.request.transport.close()  # type: ignore[union-attr]  # FIN without the chunked terminator
+                record.error = "injected drop_mid_stream"
+                return
+            if index == fault_at and record.fault == "stall":
+                await asyncio.sleep(profile.stall_s)
+                delay += profile.stall_s
+            if index == fault_at and record.fault == "malformed_sse":
+                await stream.response.write(b"data: {not json\n\n")
+            if index == len(content):
+                break
+            chunk = content[index]
+            await _sleep_until(record.arrival_s + chunk.offset_s + delay)
+            self._count_step(record, chunk)  # before the write: a cancelled write still left the engine
+            await stream.content(chunk.tokens, finish=index == len(content) - 1)
+        if not content:  # empty completion: the role chunk still comes when the first token would
+            await _sleep_until(record.arrival_s + (plan[0].offset_s if plan else 0.0))
+            await stream.role()
+        await stream.done()
+        self.counters.finished += 1
+
+    def _count_step(self, record: TruthRecord, chunk: PlannedChunk) -> None:
+        n = self.counters
+        n.generation_tokens += chunk.tokens
+        if chunk.accepted is None:
+            return
+        record.accepted_per_step.append(chunk.accepted)
+        n.drafts += 1
+        n.draft_tokens += self.profile.num_speculative_tokens
+        n.accepted += chunk.accepted
+        n.emitted += chunk.accepted + 1
+        for position in range(chunk.accepted):
+            n.accepted_per_pos[position] += 1
+
+
+class _Stream:
+    """Writes one server-sent-event stream in vLLM's chunk shapes and records what was sent."""
+
+    def __init__(self, request: web.Request, record: TruthRecord, chat: bool, include_usage: bool, continuous: bool) -> None:
+        self.request, self.record, self.chat = request, record, chat
+        self.include_usage, self.continuous = include_usage, continuous
+        self.response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
+        self.response.headers["X-Request-Id"] = record.request_id
+        self.completion_tokens = 0
+        self.role_sent = False
+
+    async def open(self, model: str) -> None:
+        prefix = "chatcmpl" if self.chat else "cmpl"
+        self.head = {
+            "id": f"{prefix}-{self.record.request_id}",
+            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+        }
+        await self.response.prepare(self.request)
+
+    def _event(self, choices: list[dict[str, Any]], usage: bool) -> bytes:
+        payload = {**self.head, "choices": choices}
+        if usage:
+            payload["usage"] = _usage(self.record.prompt_tokens, self.completion_tokens)
+        return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+
+    async def role(self) -> None:
+        """Chat only: vLLM's first chunk carries the role and no text."""
+        if self.chat and not self.role_sent:
+            self.role_sent = True
+            choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            await self.response.write(self._event([choice], self.continuous))
+
+    async def content(self, tokens: int, finish: bool) -> None:
+        await self.role()
+        text = filler_text(self.completion_tokens, tokens)
+        self.completion_tokens += tokens
+        reason = "length" if finish else None
+        if self.chat:
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+        data = self._event([choice], self.continuous)
+        # Stamped as the chunk is handed to the socket (sent at once unless the socket is backed up):
+        # never after the client reads it, as the end of the await can be.
+        self.record.chunk_offsets_s.append(CLOCK() - self.record.arrival_s)
+        self.record.chunk_tokens.append(tokens)
+        await self.response.write(data)
+
+    async def done(self) -> None:
+        if self.include_usage:
+            await self.response.write(self._event([], True))
+        sent = CLOCK()
+        await self.response.write(b"data: [DONE]\n\n")
+        self.record.e2e_s = sent - self.record.arrival_s
+
+
+# ---------------------------------------------------------------------------------------------
+# Running it
+
+
+class EmulatorServer:
+    """An emulator on 127.0.0.1 in a background thread with its own event loop.
+
+    ``port=0`` picks a free port. Methods are safe to call from any thread: they run on the loop.
+    """
+
+    def __init__(self, profile: EmulatorProfile, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.emulator = Emulator(profile)
+        self.host, self.port = host, port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+
+    @property
+    def profile(self) -> EmulatorProfile:
+        return self.emulator.profile
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def truth(self) -> list[TruthRecord]:
+        """A snapshot: copies, taken on the loop so no record is half-written."""
+        return self._call(lambda: copy.deepcopy(self.emulator.truth))
+
+    @property
+    def counters(self) -> Counters:
+        return self._call(lambda: copy.deepcopy(self.emulator.counters))
+
+    def reset_counters(self) -> None:
+        self._call(self.emulator.reset_counters)
+
+    def set_faults(self, faults: Mapping[int, str]) -> None:
+        self._call(lambda: self.emulator.set_faults(faults))
+
+    def start(self) -> EmulatorServer:
+        self._thread = threading.Thread(target=self._run, name=f"emulator-{self.profile.served_model_name}", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._failure is not None:
+            raise self._failure
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        # Cancel handlers whose client left (a stalled stream must not outlive its client); a short
+        # shutdown grace, since nothing here is worth waiting for.
+        runner = web.AppRunner(self.emulator.app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            self.port = runner.addresses[0][1]
+        except BaseException as exc:  # reported by start()
+            self._failure = exc
+            self._started.set()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+            return
+        self._started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        if self._loop is None or not self._loop.is_running():
+            return fn()  # not started or stopped: nothing else touches the state
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result(timeout=10)
+
+
+@contextlib.contextmanager
+def run_in_thread(profile: EmulatorProfile, port: int = 0) -> Iterator[EmulatorServer]:
+    with EmulatorServer(profile, port) as server:
+        yield server
+
+
+def serve_forever(
+    profiles: Mapping[str, EmulatorProfile],
+    host: str = "127.0.0.1",
+    ports: Sequence[int] = (8000, 8001),
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve each profile on its port (in order) until Ctrl-C or ``stop`` is set; prints the URLs.
+
+    All servers share one event loop in this thread: separate threads would contend for the GIL
+    (5 ms switch interval), which a client would measure as server latency.
+    """
+    if len(ports) != len(profiles):
+        raise ValueError(f"need one port per profile: {len(profiles)} profiles, {len(ports)} ports")
+    stop = stop or threading.Event()
+
+    async def serve() -> None:
+        runners = []
+        try:
+            for (name, profile), port in zip(profiles.items(), ports, strict=True):
+                runner = web.AppRunner(Emulator(profile).app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None)
+                runners.append(runner)
+                await runner.setup()
+                await web.TCPSite(runner, host, port).start()
+                print(f"{name}: http://{host}:{runner.addresses[0][1]}/v1", flush=True)
+            while not stop.is_set():
+                await asyncio.sleep(0.2)
+        finally:
+            for runner in runners:
+                await runner.cleanup()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+
+
+def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
+    """``emulate``: the baseline and speculative emulators on two local ports, until Ctrl-C."""
+    parser = argparse.ArgumentParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
+    parser.add_argument("--baseline-port", type=int, default=8000)
+    parser.add_argument("--speculative-port", type=int, default=8001)
+    parser.add_argument("--time-scale", type=float, default=1.0, help="multiply every duration (0.1 runs ten times faster)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--legacy-gauges", action="store_true", help="expose vLLM V0's speculative metrics")
+    parser.add_argument(
+        "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
+    )
+    args = parser.parse_args(argv)
+    if args.time_scale <= 0:
+        parser.error("--time-scale must be > 0")
+    profiles = {
+        name: dataclasses_replace(profile, seed=args.seed, legacy_gauges=args.legacy_gauges and profile.speculative)
+        for name, profile in default_profiles(args.time_scale).items()
+    }
+    ports = dict(zip(profiles, (args.baseline_port, args.speculative_port), strict=True))
+    if args.only:
+        kept = [name for name, profile in profiles.items() if profile.speculative == (args.only == "speculative")]
+        profiles, ports = {name: profiles[name] for name in kept}, {name: ports[name] for name in kept}
+    serve_forever(profiles, "127.0.0.1", tuple(ports.values()), stop)
+    return 0

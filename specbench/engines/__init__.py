@@ -1,0 +1,80 @@
+"""Engines drive one test case's traffic at one endpoint and return a RequestRecord per request.
+
+Both engines take the same prepared prompt and load, so the traffic is identical whichever runs:
+``native`` (this package's asyncio streaming client) and ``llmperf`` (ray-project/llmperf's own
+client through its library API; Python 3.10 with llmperf installed, see requirements-llmperf.txt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..records import RequestRecord
+from ..suite import TestCase
+
+APIS = ("chat", "completions")
+ENGINES = ("native", "llmperf")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str  # the Variant dimension: the service name
+    url: str  # base URL without /v1, e.g. http://qwen-vllm:8000
+
+    @property
+    def api_base(self) -> str:
+        return self.url.rstrip("/") + "/v1"
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    model: str
+    max_tokens: int
+    concurrency: int
+    requests: int
+    request_timeout_s: float
+    temperature: float = 0.0
+    seed: int = 11111
+    api: str = "chat"
+    ignore_eos: bool = False
+
+    def sampling_params(self) -> dict:
+        """What goes into every request body beside the prompt; llmperf's files record it too."""
+        params: dict = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
+        if self.ignore_eos:
+            params["ignore_eos"] = True  # vLLM extension: always generate max_tokens
+        return params
+
+
+@dataclass(frozen=True)
+class PreparedCase:
+    case: TestCase
+    prompt: str
+    prompt_tokens: int  # counted by the served model's tokenizer (or estimated; see the run's settings)
+
+
+OnRecord = Callable[[RequestRecord], None]
+
+
+class Engine(Protocol):
+    name: str
+
+    async def run(
+        self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
+    ) -> list[RequestRecord]:
+        """Send ``load.requests`` requests, ``load.concurrency`` at a time; never raise for a failed request."""
+        ...
+
+
+def make_engine(name: str) -> Engine:
+    if name == "native":
+        from .native import NativeEngine
+
+        return NativeEngine()
+    if name == "llmperf":
+        from .llmperf_engine import LlmperfEngine
+
+        return LlmperfEngine()
+    raise ValueError(f"engine {name!r} is not known; allowed: {', '.join(ENGINES)}")

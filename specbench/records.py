@@ -1,0 +1,108 @@
+"""The per-request record every engine produces, and the pure math that fills it.
+
+Two inter-token figures, because speculative decoding makes them differ:
+- ``inter_token_latency_s`` is llmperf's: the sum of gaps between streamed chunks (TTFT included)
+  divided by the number of chunks. vLLM streams one chunk per engine step, and a speculative step
+  carries several tokens, so this is a per-*chunk* time.
+- ``time_per_output_token_s`` is per *token*: (end-to-end - TTFT) / (output tokens - 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# Where the token counts came from, kept in every record so a reader can tell exact from estimated.
+COUNT_FROM_USAGE = "usage"  # vLLM continuous usage statistics: the served model's own tokenizer
+COUNT_FROM_TOKENIZER = "tokenizer"  # the served model's tokenizer, asked after the request
+COUNT_FROM_LLAMA2 = "llama2-tokenizer"  # llmperf's own counting, whatever model is served
+
+CLIENT_ERROR = -1  # llmperf's code for a failure with no HTTP status (timeout, dropped stream)
+
+
+@dataclass
+class RequestRecord:
+    run_id: str
+    variant: str
+    test_case: str
+    prompt_class: str
+    engine: str
+    request_index: int
+    started_at: float  # wall clock, seconds since the epoch: the CloudWatch timestamp
+    error_code: int | None = None
+    error_msg: str = ""
+    ttft_s: float | None = None
+    end_to_end_latency_s: float | None = None
+    inter_token_latency_s: float | None = None
+    time_per_output_token_s: float | None = None
+    tokens_per_chunk: float | None = None
+    output_throughput_tps: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    chunks: int = 0
+    token_count_source: str = ""
+    # Greedy decoding with lossless speculation must give the baseline's text: compared per test case.
+    output_sha256: str = ""
+    # time.perf_counter() (CLOCK_MONOTONIC) when the request's last byte was written: meaningless on
+    # its own, it lets a server on the same host (the emulator) be compared with the client.
+    sent_monotonic_s: float | None = None
+    # Raw stream: arrival of each content chunk, seconds after the request was sent, and its tokens.
+    chunk_times_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def stream_metrics(
+    chunk_times_s: Sequence[float],
+    chunk_tokens: Sequence[int],
+    end_to_end_latency_s: float,
+    input_tokens: int | None,
+) -> dict[str, Any]:
+    """Latency and throughput figures of one successful stream, from its chunk arrivals.
+
+    ``chunk_times_s`` are offsets from the moment the request was sent; ``chunk_tokens`` the
+    tokens each chunk carried. Raises ValueError on an empty stream: that is an error, not a record.
+    """
+    if not chunk_times_s:
+        raise ValueError("empty completion: no content chunk arrived")
+    if len(chunk_times_s) != len(chunk_tokens):
+        raise ValueError("chunk_times_s and chunk_tokens differ in length")
+    output_tokens = sum(chunk_tokens)
+    ttft = chunk_times_s[0]
+    chunks = len(chunk_times_s)
+    return {
+        "ttft_s": ttft,
+        "end_to_end_latency_s": end_to_end_latency_s,
+        # llmperf: sum of gaps including TTFT, over chunks; the gaps telescope to the last arrival.
+        "inter_token_latency_s": chunk_times_s[-1] / chunks,
+        "time_per_output_token_s": time_per_output_token(ttft, end_to_end_latency_s, output_tokens),
+        "tokens_per_chunk": output_tokens / chunks,
+        "output_throughput_tps": output_tokens / end_to_end_latency_s if end_to_end_latency_s > 0 else None,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "chunks": chunks,
+    }
+
+
+def time_per_output_token(ttft_s: float, end_to_end_latency_s: float, output_tokens: int) -> float | None:
+    """(e2e - TTFT) / (tokens - 1): the decode time per token after the first; None below 2 tokens."""
+    if output_tokens < 2:
+        return None
+    return (end_to_end_latency_s - ttft_s) / (output_tokens - 1)
+
+
+def read_jsonl(lines: Iterable[str]) -> list[RequestRecord]:
+    return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]

@@ -1,0 +1,126 @@
+"""A stored run read back: its records and acceptance figures, the console summary, and publishing
+to CloudWatch from what is stored (so publishing can always be repeated, and nothing published
+is missing from S3)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from datetime import datetime, timezone
+from typing import Any
+
+from . import cloudwatch
+from .records import RequestRecord, read_jsonl
+from .store import RunStore
+
+
+def load_records(store: RunStore) -> list[RequestRecord]:
+    records: list[RequestRecord] = []
+    for key in store.keys("records/"):
+        if key.endswith(".jsonl"):
+            records.extend(read_jsonl(store.read(key).splitlines()))
+    return records
+
+
+def load_acceptance(store: RunStore) -> dict[str, dict[str, dict[str, Any]]]:
+    """test case -> endpoint -> acceptance figures."""
+    figures = {}
+    for key in store.keys("acceptance/"):
+        if key.endswith(".json"):
+            figures[key.rsplit("/", 1)[-1][: -len(".json")]] = json.loads(store.read(key))
+    return figures
+
+
+def run_datums(records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every per-request value, plus acceptance per (endpoint, test case) where it was measured."""
+    datums = cloudwatch.build_datums(records)
+    first_start: dict[tuple[str, str], float] = {}
+    prompt_class: dict[str, str] = {}
+    for record in records:
+        key = (record.variant, record.test_case)
+        first_start[key] = min(first_start.get(key, record.started_at), record.started_at)
+        prompt_class[record.test_case] = record.prompt_class
+    for test_case, by_endpoint in sorted(acceptance.items()):
+        for variant, figures in sorted(by_endpoint.items()):
+            if (variant, test_case) not in first_start:
+                continue
+            timestamp = datetime.fromtimestamp(first_start[(variant, test_case)], timezone.utc)
+            datums.extend(cloudwatch.acceptance_datums(variant, test_case, prompt_class[test_case], figures, timestamp))
+    return datums
+
+
+def publish_run(
+    store: RunStore, namespace: str, region: str | None, client: Any = None, *, unpublished_only: bool = False
+) -> cloudwatch.PublishReport:
+    """Publish a stored run (or only what an earlier attempt left in unpublished.json), then store
+    the outcome: publish.json, and unpublished.json with every batch that did not go out."""
+    if unpublished_only:
+        datums = [datum for batch in json.loads(store.read("unpublished.json")) for datum in batch["datums"]]
+    else:
+        datums = run_datums(load_records(store), load_acceptance(store))
+    report = cloudwatch.publish(client or cloudwatch.make_client(region), namespace, datums)
+    store.write("publish.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
+    store.write("unpublished.json", json.dumps([batch.to_dict() for batch in report.failed], indent=2, default=str))
+    return report
+
+
+def has_unpublished(store: RunStore) -> bool:
+    return "unpublished.json" in store.keys("unpublished.json") and bool(json.loads(store.read("unpublished.json")))
+
+
+def describe_publish(report: cloudwatch.PublishReport, location: str) -> str:
+    line = (
+        f"CloudWatch {report.namespace}: {report.values_published} values in {report.datums_published} datums, "
+        f"{report.calls} calls ({report.retries} retries)"
+    )
+    if report.ok:
+        return line
+    return line + (
+        f"\nNOT PUBLISHED: {report.datums_failed} datums in {len(report.failed)} batches "
+        f"({', '.join(sorted({b.error_code for b in report.failed}))}); kept in {location}/unpublished.json, "
+        f"retry with: specbench publish {location}"
+    )
+
+
+# Console summary -------------------------------------------------------------------------------
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def summary_table(cases: list[Any], baseline: str) -> str:
+    """Medians per test case and endpoint, with speedups against the baseline endpoint."""
+    header = (
+        f"{'test case':<18} {'endpoint':<16} {'ok':>5} {'TTFT ms':>8} {'ITL/chunk ms':>12} {'TPOT ms':>8} "
+        f"{'tok/chunk':>9} {'E2E s':>7} {'accept':>7} {'TPOT speedup':>12}"
+    )
+    lines = [header, "-" * len(header)]
+    for case in cases:
+        by_variant: dict[str, list[RequestRecord]] = {baseline: []}
+        for record in case.records:
+            by_variant.setdefault(record.variant, []).append(record)
+        base_tpot = _median([r.time_per_output_token_s for r in by_variant.get(baseline, []) if r.ok])
+        for variant, records in by_variant.items():
+            if not records:
+                continue
+            good = [r for r in records if r.ok]
+            tpot = _median([r.time_per_output_token_s for r in good])
+            e2e = _median([r.end_to_end_latency_s for r in good])
+            per_chunk = _median([r.tokens_per_chunk for r in good])
+            rate = (case.acceptance.get(variant) or {}).get("acceptance_rate")
+            speedup = f"{base_tpot / tpot:.2f}x" if base_tpot and tpot and variant != baseline else "-"
+            lines.append(
+                f"{case.test_case:<18} {variant:<16} {len(good):>2}/{len(records):<2} {_ms(_median([r.ttft_s for r in good])):>8} "
+                f"{_ms(_median([r.inter_token_latency_s for r in good])):>12} {_ms(tpot):>8} "
+                f"{'-' if per_chunk is None else f'{per_chunk:.2f}':>9} {'-' if e2e is None else f'{e2e:.2f}':>7} "
+                f"{'-' if rate is None else f'{rate:.1%}':>7} {speedup:>12}"
+            )
+        if case.outputs_match is False:
+            lines.append(f"{'':<18} note: outputs differ between requests of {case.test_case} (expected identical at temperature 0)")
+    return "\n".join(lines)

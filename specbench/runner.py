@@ -1,0 +1,229 @@
+"""One benchmark run: wait for the endpoints, then for each test case drive identical traffic at
+every endpoint at once, read draft acceptance around it, and store everything before publishing.
+
+Storage layout of a run (``<results>/<run_id>/``):
+    run.json                        settings snapshot, parameters, status, counts (rewritten as it goes)
+    records/<case>.jsonl            every request of every endpoint, raw chunk timings included
+    acceptance/<case>.json          per endpoint: acceptance rate, mean length, per position, or why missing
+    llmperf/<endpoint>/<case>/      llmperf-format summary and individual_responses files
+    publish.json, unpublished.json  what reached CloudWatch, and what did not (republish with `publish`)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import aiohttp
+
+from . import acceptance as acceptance_math
+from . import llmperf_format
+from .endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
+from .engines import Endpoint, Engine, LoadSpec, PreparedCase
+from .records import RequestRecord
+from .store import RunStore
+from .suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
+
+Log = Callable[[str], None]
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    endpoints: tuple[Endpoint, ...]
+    suite: Suite
+    load: LoadSpec
+    input_tokens: int
+    engine: str
+    ready_timeout_s: float = 900.0
+    settings: dict[str, Any] = field(default_factory=dict)  # the deployment's snapshot (settings.json)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "endpoints": [asdict(e) for e in self.endpoints],
+            "suite": self.suite.to_dict(),
+            "load": asdict(self.load),
+            "input_tokens": self.input_tokens,
+            "engine": self.engine,
+            "ready_timeout_s": self.ready_timeout_s,
+            "deployment": self.settings,
+        }
+
+
+@dataclass
+class CaseOutcome:
+    test_case: str
+    records: list[RequestRecord]
+    acceptance: dict[str, dict[str, Any]]
+    outputs_match: bool | None
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # completed | failed | interrupted | not-ready
+    cases: list[CaseOutcome] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return [record for case in self.cases for record in case.records]
+
+
+def prepare_case(case: TestCase, plan: RunPlan, log: Log) -> tuple[PreparedCase, str]:
+    """The prompt for a test case, sized with the served model's tokenizer via the first endpoint."""
+    preamble = LLMPERF_PREAMBLE.format(output_tokens=plan.load.max_tokens)
+    counter = token_counter(plan.endpoints[0], plan.load.model)
+    try:
+        prompt, tokens = fill_prompt(case.text, plan.input_tokens, counter, preamble)
+        return PreparedCase(case, prompt, tokens), "served model tokenizer (/tokenize)"
+    except TokenizeError as error:
+        log(f"{case.name}: /tokenize unavailable ({type(error).__name__}); prompt sized by a 4-characters-a-token estimate")
+        prompt, tokens = fill_prompt(case.text, plan.input_tokens, estimate_tokens, preamble)
+        return PreparedCase(case, prompt, tokens), "estimate (4 characters a token)"
+
+
+def outputs_match(records: list[RequestRecord]) -> bool | None:
+    """Whether every successful request of the case produced the same text (greedy and lossless)."""
+    digests = {record.output_sha256 for record in records if record.ok and record.output_sha256}
+    return None if not digests else len(digests) == 1
+
+
+async def read_acceptance_snapshots(endpoints: tuple[Endpoint, ...], model: str) -> dict[str, tuple[Any, str]]:
+    async with aiohttp.ClientSession() as session:
+        texts = await asyncio.gather(*(fetch_metrics(session, endpoint) for endpoint in endpoints))
+    snapshots = {}
+    for endpoint, (text, why) in zip(endpoints, texts, strict=False):
+        if text is None:
+            snapshots[endpoint.name] = (None, why)
+            continue
+        try:
+            snapshots[endpoint.name] = (acceptance_math.parse_spec_decode(text, model), "")
+        except ValueError as error:
+            snapshots[endpoint.name] = (None, f"/metrics unreadable: {error}")
+    return snapshots
+
+
+def acceptance_figures(before: tuple[Any, str], after: tuple[Any, str]) -> dict[str, Any]:
+    if before[0] is None or after[0] is None:
+        return {"source": "missing", "reason": before[1] or after[1]}
+    return acceptance_math.acceptance_between(before[0], after[0]).to_dict()
+
+
+class Runner:
+    def __init__(self, plan: RunPlan, engine: Engine, store: RunStore, log: Log = print, progress: bool = True) -> None:
+        self.plan, self.engine, self.store, self.log, self.progress = plan, engine, store, log, progress
+        self.run_json: dict[str, Any] = {}
+
+    def _save_run(self, **changes: Any) -> None:
+        self.run_json.update(changes)
+        self.store.write("run.json", json.dumps(self.run_json, indent=2, sort_keys=True, default=str))
+
+    async def run(self) -> RunResult:
+        result = RunResult(self.store.run_id, "running")
+        self._save_run(
+            run_id=result.run_id, status="running", started=_now(), location=self.store.location, plan=self.plan.snapshot(), cases={}
+        )
+        try:
+            await wait_ready(list(self.plan.endpoints), self.plan.load.model, self.plan.ready_timeout_s, log=self.log)
+            for case in self.plan.suite.test_cases:
+                result.cases.append(await self._run_case(case))
+            result.status = "completed"
+        except asyncio.CancelledError:
+            result.status, result.error = "interrupted", "cancelled (SIGTERM or Ctrl-C)"
+            raise
+        except Exception as error:  # noqa: BLE001 - recorded in run.json, then re-raised
+            result.status = "not-ready" if type(error).__name__ == "NotReadyError" else "failed"
+            result.error = f"{type(error).__name__}: {error}"
+            raise
+        finally:
+            self._save_run(status=result.status, error=result.error, finished=_now(), counts=counts(result.records))
+        return result
+
+    async def _run_case(self, case: TestCase) -> CaseOutcome:
+        prepared, sizing = await asyncio.to_thread(prepare_case, case, self.plan, self.log)
+        before = await read_acceptance_snapshots(self.plan.endpoints, self.plan.load.model)
+        done: list[RequestRecord] = []
+        bar = _progress_bar(case.name, len(self.plan.endpoints) * self.plan.load.requests, self.progress)
+
+        def on_record(record: RequestRecord) -> None:
+            done.append(record)
+            bar.update(1)
+            if not record.ok:
+                bar.write(f"{record.variant} {case.name} #{record.request_index}: error {record.error_code}: {record.error_msg[:120]}")
+
+        started, wall_start = time.perf_counter(), int(time.time())
+        try:
+            await asyncio.gather(*(self.engine.run(e, prepared, self.plan.load, self.store.run_id, on_record) for e in self.plan.endpoints))
+        finally:
+            bar.close()
+            # Persistence first: whatever completed is stored even if the case was cut short.
+            done.sort(key=lambda r: (r.variant, r.request_index))
+            self.store.write(f"records/{case.name}.jsonl", "".join(record.to_json() + "\n" for record in done))
+        elapsed = time.perf_counter() - started
+        after = await read_acceptance_snapshots(self.plan.endpoints, self.plan.load.model)
+        figures = {e.name: acceptance_figures(before[e.name], after[e.name]) for e in self.plan.endpoints}
+        self.store.write(f"acceptance/{case.name}.json", json.dumps(figures, indent=2, sort_keys=True))
+        self._write_llmperf_files(case, done, elapsed, wall_start)
+        outcome = CaseOutcome(case.name, done, figures, outputs_match(done))
+        cases = dict(self.run_json.get("cases", {}))
+        cases[case.name] = {
+            "prompt_tokens": prepared.prompt_tokens,
+            "prompt_sizing": sizing,
+            "outputs_match": outcome.outputs_match,
+            **counts(done),
+        }
+        self._save_run(cases=cases)
+        return outcome
+
+    def _write_llmperf_files(self, case: TestCase, records: list[RequestRecord], elapsed: float, timestamp: int) -> None:
+        load = self.plan.load
+        for endpoint in self.plan.endpoints:
+            run = llmperf_format.LlmperfRun(
+                model=load.model,
+                input_tokens=self.plan.input_tokens,
+                output_tokens=load.max_tokens,
+                concurrency=load.concurrency,
+                sampling_params=load.sampling_params(),
+                elapsed_s=elapsed,
+                timestamp=timestamp,
+                metadata={"specbench_run_id": self.store.run_id, "specbench_variant": endpoint.name, "specbench_test_case": case.name},
+            )
+            files = llmperf_format.result_files([r for r in records if r.variant == endpoint.name], run)
+            for name, text in files.items():
+                self.store.write(f"llmperf/{endpoint.name}/{case.name}/{name}", text)
+
+
+def counts(records: list[RequestRecord]) -> dict[str, int]:
+    return {"requests": len(records), "errors": sum(1 for r in records if not r.ok)}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+
+    def write(self, text: str) -> None:
+        print(text)
+
+    def close(self) -> None: ...
+
+
+def _progress_bar(name: str, total: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=name, unit="req", dynamic_ncols=True, mininterval=1.0)

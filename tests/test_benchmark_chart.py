@@ -1,0 +1,406 @@
+"""The benchmark Job and its rerun template: flags equal to the configuration, endpoints equal to the
+plan's services, bounded and placed on the system nodes, strict Kubernetes schemas, and the code
+bundle that reaches the pod. Rendered in-process (no CDK synth); the stack side (role, association,
+ordering) is in test_benchmark_stack.py."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import re
+import subprocess
+import sys
+import zipfile
+
+import kubernetes_validate
+import pytest
+
+from charts import BenchmarkSpec, benchmark_spec, serving_plan
+from charts.benchmark import CODE_MOUNT, INSTALL_AND_RUN, benchmark_job, benchmark_objects, job_spec, rerun_cronjob, run_args
+from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_seconds, benchmark_requirements
+from config import ConfigError, catalog, layout, load_config
+from conftest import BUCKET, ROOT, VARIANT_CONTEXT
+from specbench import bundle
+from specbench.suite import DEFAULT_SUITE
+
+DEFAULT_FLAGS = [
+    "--endpoint",
+    "qwen-vllm=http://qwen-vllm:8000",
+    "--endpoint",
+    "qwen-sd-vllm=http://qwen-sd-vllm:8000",
+    "--model",
+    "Qwen/Qwen3-32B",
+    "--engine",
+    "native",
+    "--input-tokens",
+    "64",
+    "--output-tokens",
+    "600",
+    "--concurrency",
+    "4",
+    "--requests",
+    "8",
+    "--temperature",
+    "0.0",
+    "--seed",
+    "11111",
+    "--request-timeout",
+    "1200",
+    "--ready-timeout",
+    "18000",
+    "--results",
+    f"s3://{BUCKET}/results/",
+    "--namespace",
+    "Qwen/LLMPerf",
+    "--region",
+    "us-east-2",
+    "--settings",
+    "/opt/specbench/settings.json",
+]
+CUSTOM_SUITE = {
+    "name": "sql",
+    "test_cases": [
+        {"name": "select", "prompt_class": "structured", "text": "SELECT * FROM t; "},
+        {"name": "poem", "prompt_class": "open-ended", "text": "Write a poem "},
+    ],
+}
+
+
+def _spec(context: dict | None = None) -> BenchmarkSpec:
+    config = load_config(context or {}, {})
+    return benchmark_spec(config, serving_plan(config, BUCKET))
+
+
+@pytest.fixture(scope="module")
+def spec(config, plan) -> BenchmarkSpec:
+    return benchmark_spec(config, plan)
+
+
+@pytest.fixture
+def suite_file(tmp_path):
+    path = tmp_path / "sql-suite.json"
+    path.write_text(json.dumps(CUSTOM_SUITE))
+    return path
+
+
+def _flag(args: list[str], flag: str) -> list[str]:
+    return [value for name, value in zip(args, args[1:], strict=False) if name == flag]
+
+
+def _container(obj: dict) -> dict:
+    pod = obj["spec"]["jobTemplate"]["spec"]["template"] if obj["kind"] == "CronJob" else obj["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    return container
+
+
+def _by_kind(objects) -> dict[str, dict]:
+    return {o["kind"]: o for o in objects}
+
+
+# --- Kubernetes schemas ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", catalog.SUPPORTED_KUBERNETES_VERSIONS)
+def test_every_benchmark_object_passes_strict_schema_validation(spec, suite_file, version):
+    variants = (
+        spec,
+        _spec({"benchmark.suite_file": str(suite_file), "benchmark.engine": "llmperf"}),
+        dataclasses.replace(spec, run_on_deploy=False),
+    )
+    for variant in variants:
+        for obj in benchmark_objects(variant):
+            kubernetes_validate.validate(obj, f"{version}.0", strict=True)
+
+
+def test_schema_validation_rejects_a_misspelt_job_field(spec):
+    broken = benchmark_job(spec)
+    broken["spec"]["activeDeadline"] = broken["spec"].pop("activeDeadlineSeconds")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.35.0", strict=True)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def test_defaults_give_the_reference_run_flags(spec):
+    container = _container(benchmark_job(spec))
+    assert container["command"] == ["sh", "-c", INSTALL_AND_RUN, "specbench"]
+    assert container["args"] == DEFAULT_FLAGS
+    assert "--no-progress" not in container["args"] and "--suite" not in container["args"]
+    assert "pip install --no-cache-dir" in INSTALL_AND_RUN and "--target /deps -r /opt/specbench/requirements.txt" in INSTALL_AND_RUN
+    assert INSTALL_AND_RUN.splitlines()[-1] == 'exec python /opt/specbench/specbench.pyz run "$@"'
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["PYTHONPATH"] == "/deps" and env["HOME"] == "/home/specbench"
+
+
+@pytest.mark.parametrize(
+    "key, value, flag, expected",
+    [
+        ("benchmark.engine", "llmperf", "--engine", "llmperf"),
+        ("benchmark.input_tokens", "128", "--input-tokens", "128"),
+        ("benchmark.output_tokens", "300", "--output-tokens", "300"),
+        ("benchmark.concurrent_requests", "2", "--concurrency", "2"),
+        ("benchmark.requests_per_test_case", "16", "--requests", "16"),
+        ("benchmark.temperature", "0.7", "--temperature", "0.7"),
+        ("benchmark.seed", "7", "--seed", "7"),
+        ("benchmark.request_timeout_seconds", "600", "--request-timeout", "600"),
+        ("benchmark.metrics_namespace", "Team/SpecDecode", "--namespace", "Team/SpecDecode"),
+        ("serving.startup_timeout_minutes", "45", "--ready-timeout", str((45 + 15) * 60)),
+        ("serving.target_model", "Qwen/Qwen3-14B", "--model", "Qwen/Qwen3-14B"),
+        ("env.region", "us-west-2", "--region", "us-west-2"),
+        ("serving.speculative_service", "qwen-sd", "--endpoint", "qwen-sd=http://qwen-sd:8000"),
+    ],
+)
+def test_a_changed_setting_changes_its_flag_and_the_job(spec, key, value, flag, expected):
+    changed = _spec({key: value})
+    assert expected in _flag(run_args(changed), flag)
+    assert expected not in _flag(run_args(spec), flag)
+    assert benchmark_job(changed)["metadata"]["name"] != benchmark_job(spec)["metadata"]["name"]
+
+
+def test_a_custom_suite_reaches_the_pod_as_suite_json(spec, suite_file):
+    custom = _spec({"benchmark.suite_file": str(suite_file)})
+    assert _flag(run_args(custom), "--suite") == [f"{CODE_MOUNT}/suite.json"]
+    config_map = _by_kind(benchmark_objects(custom))["ConfigMap"]
+    assert json.loads(config_map["data"]["suite.json"]) == CUSTOM_SUITE
+    assert "suite.json" not in _by_kind(benchmark_objects(spec))["ConfigMap"]["data"]
+    assert json.loads(config_map["data"]["settings.json"])["benchmark"]["test_cases"] == ["select", "poem"]
+    # Two test cases instead of eight: a shorter deadline, and a new Job.
+    assert custom.active_deadline_seconds < spec.active_deadline_seconds
+    assert custom.digest() != spec.digest()
+
+
+def test_endpoints_are_every_service_of_the_plan_baseline_first():
+    context = {k: v for k, v in VARIANT_CONTEXT.items() if k.startswith(("serving.extra", "neuron_nodes.max"))}
+    config = load_config(context, {})
+    plan = serving_plan(config, BUCKET)
+    extra = benchmark_spec(config, plan)
+    assert _flag(run_args(extra), "--endpoint") == [f"{s.name}=http://{s.name}:{layout.SERVING_PORT}" for s in plan.services]
+    assert [s.name for s in plan.services] == ["qwen-vllm", "qwen-sd-vllm", "qwen-sd-k4"]
+    settings = json.loads(extra.settings_json)
+    assert [(v["name"], v["draft_model"], v["num_speculative_tokens"]) for v in settings["variants"]] == [
+        ("qwen-vllm", "", 0),
+        ("qwen-sd-vllm", "Qwen/Qwen3-1.7B", 7),
+        ("qwen-sd-k4", "Qwen/Qwen3-1.7B", 4),
+    ]
+
+
+def test_flags_are_accepted_by_the_specbench_command_line(spec, suite_file):
+    """The contract with ``specbench run``: every flag the Job passes parses, with its value."""
+    if not (ROOT / "specbench" / "cli.py").exists():
+        pytest.skip("specbench/cli.py is not written yet")
+    from specbench import cli
+
+    for variant in (spec, _spec({"benchmark.suite_file": str(suite_file), "benchmark.engine": "llmperf"})):
+        args = cli.parser().parse_args(["run", *run_args(variant)])
+        assert [(e.name, e.url) for e in args.endpoint] == list(variant.endpoints)
+        assert (args.engine, args.model, args.concurrency, args.requests) == (
+            variant.engine,
+            variant.model,
+            variant.concurrency,
+            variant.requests,
+        )
+        assert (args.results, args.namespace, args.region, args.no_progress) == (
+            variant.results_uri,
+            variant.metrics_namespace,
+            variant.region,
+            False,
+        )
+
+
+# --- bounds and placement -------------------------------------------------------------------------
+
+
+def test_job_is_bounded_by_retries_deadline_and_ttl(spec):
+    job = benchmark_job(spec)["spec"]
+    assert job["backoffLimit"] == 0 and job["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["ttlSecondsAfterFinished"] == 24 * 3600
+    # Ready: the 285-minute startup budget + 15 minutes; suite: 8 cases x 2 services x 2 waves x 1200 s.
+    assert spec.ready_timeout_seconds == 300 * 60
+    assert job["activeDeadlineSeconds"] == 300 * 60 + SETUP_SECONDS + 8 * 2 * 2 * 1200 == 57300
+
+
+def test_deadline_formula_counts_waves_and_is_capped():
+    assert benchmark_deadline_seconds(100, 1, 2, 5, 4, 10) == 100 + SETUP_SECONDS + 1 * 2 * 2 * 10
+    assert benchmark_deadline_seconds(100, 8, 2, 100000, 1, 1200) == 100 + SETUP_SECONDS + MAX_SUITE_SECONDS
+    assert _spec({"benchmark.requests_per_test_case": "16"}).active_deadline_seconds > _spec().active_deadline_seconds
+
+
+def test_pod_runs_on_system_nodes_without_neuron_resources_and_locked_down(spec):
+    pod = benchmark_job(spec)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {layout.NODE_POOL_LABEL: layout.SYSTEM_POOL}
+    assert "tolerations" not in pod and "affinity" not in pod and "schedulerName" not in pod
+    (container,) = pod["containers"]
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "1", "memory": "4Gi"}}
+    assert _spec({"benchmark.cpu": "2", "benchmark.memory_gib": "6"}).cpu == 2
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for path in ("/deps", "/tmp", "/home/specbench"):
+        assert "emptyDir" in volumes[mounts[path]], path
+    assert volumes[mounts[CODE_MOUNT]] == {"name": "code", "configMap": {"name": "specbench"}}
+    assert pod["serviceAccountName"] == "specbench" and pod["automountServiceAccountToken"] is False
+
+
+def test_job_and_rerun_template_share_one_pod_template(spec):
+    assert benchmark_job(spec)["spec"] == rerun_cronjob(spec)["spec"]["jobTemplate"]["spec"] == job_spec(spec)
+    cron = rerun_cronjob(spec)
+    assert cron["metadata"]["name"] == "specbench" and cron["spec"]["suspend"] is True
+
+
+def test_run_on_deploy_false_leaves_only_the_rerun_template(spec):
+    kinds = [o["kind"] for o in benchmark_objects(_spec({"benchmark.run_on_deploy": "false"}))]
+    assert kinds == ["ServiceAccount", "ConfigMap", "CronJob"]
+    assert [o["kind"] for o in benchmark_objects(spec)] == ["ServiceAccount", "ConfigMap", "CronJob", "Job"]
+
+
+def test_readme_documents_the_rerun_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "kubectl -n specdecode create job specbench-rerun-$(date +%s) --from=cronjob/specbench" in readme
+    assert "### The specbench CLI" in readme
+
+
+# --- Job name -------------------------------------------------------------------------------------
+
+
+def test_job_name_is_a_stable_hash_of_the_spec_without_the_bucket(spec):
+    name = benchmark_job(spec)["metadata"]["name"]
+    assert name == f"specbench-{spec.digest()}" and len(spec.digest()) == 8
+    assert benchmark_job(_spec())["metadata"]["name"] == name
+    assert dataclasses.replace(spec, bucket_name="${Token[TOKEN.123]}").digest() == spec.digest()
+    assert dataclasses.replace(spec, bundle=spec.bundle + b"x").digest() != spec.digest()
+    assert dataclasses.replace(spec, requirements=spec.requirements + "x\n").digest() != spec.digest()
+
+
+# --- what the pod gets ----------------------------------------------------------------------------
+
+
+def test_config_map_carries_the_bundle_requirements_and_settings(spec):
+    config_map = _by_kind(benchmark_objects(spec))["ConfigMap"]
+    encoded = config_map["binaryData"]["specbench.pyz"]
+    assert base64.b64decode(encoded) == bundle.zipapp_bytes()
+    assert config_map["data"]["requirements.txt"] == (ROOT / "specbench" / "requirements.txt").read_text()
+    # Far below the 1 MiB object limit, and below kubectl's 256 KiB last-applied annotation.
+    size = len(json.dumps(config_map))
+    assert size < 192 * 1024, size
+    print(f"\nspecbench.pyz {len(spec.bundle)} bytes, base64 {len(encoded)} bytes, ConfigMap {size} bytes")
+
+
+def test_llmperf_requirements_install_without_git():
+    native, llmperf = benchmark_requirements("native"), benchmark_requirements("llmperf")
+    assert "llmperf" not in native and native in llmperf
+    # The slim image has no git: no VCS requirement, only an archive of a pinned commit.
+    assert not re.search(r"^[^#]*\bgit\+", llmperf, re.MULTILINE)
+    assert "llmperf @ https://github.com/ray-project/llmperf/archive/f1d6bed47e4501b0e371082b41601b59ab55269f.tar.gz" in llmperf
+
+
+def test_settings_snapshot_describes_the_deployment(spec, config):
+    settings = json.loads(spec.settings_json)
+    assert spec.settings_json == json.dumps(settings, indent=2, sort_keys=True) + "\n"
+    s = config.serving
+    assert settings["serving"]["image"] == s.image and settings["serving"]["target_model"] == s.target_model
+    assert (settings["serving"]["tensor_parallel_size"], settings["serving"]["max_num_seqs"], settings["serving"]["max_model_len"]) == (
+        32,
+        4,
+        1024,
+    )
+    assert settings["benchmark"]["engine"] == "native" and settings["benchmark"]["suite"] == DEFAULT_SUITE.name
+    assert settings["benchmark"]["temperature"] == 0.0 and settings["benchmark"]["seed"] == 11111
+    assert settings["variants"][1]["compiled_artifacts"].startswith("/neuron-artifacts/qwen3-32b-qwen3-1.7b-k7-")
+
+
+def test_dist_writes_the_same_benchmark_objects(dist, spec):
+    assert dist["0003-specbench.k8s.yaml"] == list(benchmark_objects(spec))
+
+
+# --- bad specs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"engine": "foo"}, "benchmark.engine='foo': is not a benchmark engine; allowed: native, llmperf"),
+        ({"endpoints": (("qwen-vllm", "http://qwen-vllm:8000"),)}, "benchmark.endpoints='qwen-vllm': needs a baseline and another"),
+        ({"concurrency": 0}, "benchmark.concurrency=0: must be positive"),
+        ({"active_deadline_seconds": 10}, "benchmark.active_deadline_seconds=10: leaves no time to run"),
+    ],
+)
+def test_bad_specs_fail_with_the_field_named(spec, change, message):
+    with pytest.raises(ConfigError) as err:
+        dataclasses.replace(spec, **change)
+    assert str(err.value).startswith(f"config error: {message}")
+
+
+# --- the bundle -----------------------------------------------------------------------------------
+
+
+def test_bundle_is_byte_stable_and_sorted():
+    first, second = bundle.zipapp_bytes(), bundle.zipapp_bytes()
+    assert first == second
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        infos = archive.infolist()
+        names = [i.filename for i in infos]
+        assert names == sorted(names) and names[0] == "__main__.py"
+        assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+        files = [*(ROOT / "specbench").rglob("*.py"), *(ROOT / "specbench").glob("suites/*.json")]
+        relative = [p.relative_to(ROOT / "specbench").as_posix() for p in files]
+        expected = sorted(f"specbench/{r}" for r in relative if "__pycache__" not in r and r not in bundle.LOCAL_ONLY)
+        assert names[1:] == expected
+        assert "specbench/emulator.py" not in names and "specbench/runner.py" in names  # local tools stay out
+        assert archive.read("specbench/suite.py") == (ROOT / "specbench" / "suite.py").read_bytes()
+
+
+def test_bundle_imports_from_the_zip_alone(tmp_path):
+    """The package works from the zip, away from the source tree (no cli needed for this)."""
+    target = tmp_path / "specbench.pyz"
+    target.write_bytes(bundle.zipapp_bytes())
+    code = "import specbench.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {code}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(str(target)) and result.stdout.split()[-1] == "8"
+
+
+def test_bundle_runs_as_a_zip_application(tmp_path):
+    target = tmp_path / "specbench.pyz"
+    target.write_bytes(bundle.zipapp_bytes())
+    # Not isolated (-I): the benchmark's requirements come from this environment, as from /deps in the pod.
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run([sys.executable, str(target), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "run" in result.stdout
+    result = subprocess.run(
+        [sys.executable, str(target), "run", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    for flag in {a for a in DEFAULT_FLAGS if a.startswith("--")} | {"--suite"}:
+        assert flag in result.stdout, flag
+
+
+def test_the_suite_module_needs_only_the_standard_library():
+    """config/ validates suite files with specbench.suite, and the CDK app's environment does not
+    install the benchmark's requirements (aiohttp, prometheus-client, tqdm)."""
+    code = (
+        "import sys, specbench.suite, specbench.bundle; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiohttp', 'prometheus_client', 'tqdm', 'boto3', 'botocore'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr

@@ -1,0 +1,282 @@
+"""The benchmark end to end on loopback: the CLI against two emulated vLLM servers, results stored
+in a directory or in S3 (moto), faults counted without losing good results, readiness bounded,
+a crash keeping what completed, and the native engine's timings checked against the emulator's
+ground truth."""
+
+import asyncio
+import dataclasses
+import json
+import statistics
+from datetime import datetime, timezone
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from specbench import cli, cloudwatch
+from specbench.emulator import EmulatorServer, default_profiles
+from specbench.emulator_process import emulators_in_subprocess, fetch_truth
+from specbench.engines import Endpoint, LoadSpec
+from specbench.engines.native import NativeEngine
+from specbench.records import read_jsonl
+from specbench.runner import Runner, RunPlan
+from specbench.store import LocalStore, RunStore
+from specbench.suite import DEFAULT_SUITE
+
+SCALE = 0.1  # 4.5 ms target steps: fast, still far above loopback latency
+TWO_CASES = ["--test-case", "counting", "--test-case", "shakespeare"]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    profiles = default_profiles(time_scale=SCALE)
+    with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
+        yield baseline, speculative
+
+
+def run_args(baseline, speculative, results, *extra):
+    return [
+        "run",
+        "--endpoint",
+        f"qwen-vllm={baseline.url}",
+        "--endpoint",
+        f"qwen-sd-vllm={speculative.url}",
+        "--results",
+        str(results),
+        "--output-tokens",
+        "40",
+        "--no-progress",
+        "--ready-timeout",
+        "5",
+        *extra,
+    ]
+
+
+def stored(results, run_id):
+    store = RunStore(LocalStore(results), run_id)
+    records = [r for key in store.keys("records/") for r in read_jsonl(store.read(key).splitlines())]
+    return store, records
+
+
+def test_run_stores_records_acceptance_llmperf_files_and_settings(servers, tmp_path, capsys):
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"services": {"qwen-sd-vllm": {"draft_model": "Qwen/Qwen3-1.7B", "num_speculative_tokens": 7}}}))
+    code = cli.main(run_args(*servers, tmp_path, *TWO_CASES, "--run-id", "r1", "--no-publish", "--settings", str(settings)))
+    assert code == 0
+    store, records = stored(tmp_path, "r1")
+    assert len(records) == 2 * 2 * 8 and all(r.ok for r in records)
+    assert {(r.variant, r.test_case) for r in records} == {
+        (v, c) for v in ("qwen-vllm", "qwen-sd-vllm") for c in ("counting", "shakespeare")
+    }
+    assert all(r.output_tokens == 40 and r.token_count_source == "usage" and sum(r.chunk_tokens) == 40 for r in records)
+    baseline = [r for r in records if r.variant == "qwen-vllm"]
+    speculative = [r for r in records if r.variant == "qwen-sd-vllm"]
+    assert all(r.tokens_per_chunk == 1 for r in baseline) and all(
+        r.tokens_per_chunk > 1.5 for r in speculative if r.test_case == "counting"
+    )
+    run = json.loads(store.read("run.json"))
+    assert run["status"] == "completed" and run["counts"] == {"requests": 32, "errors": 0}
+    assert run["plan"]["deployment"]["services"]["qwen-sd-vllm"]["num_speculative_tokens"] == 7
+    assert run["plan"]["load"]["temperature"] == 0.0 and run["plan"]["load"]["seed"] == 11111
+    assert run["cases"]["counting"]["prompt_tokens"] == 64 and run["cases"]["counting"]["outputs_match"] is True
+    acceptance = json.loads(store.read("acceptance/counting.json"))
+    assert acceptance["qwen-vllm"]["source"] == "missing"  # the baseline has no speculative counters: missing, not 0
+    assert acceptance["qwen-sd-vllm"]["source"] == "counters" and 0.3 < acceptance["qwen-sd-vllm"]["acceptance_rate"] <= 1
+    assert len(acceptance["qwen-sd-vllm"]["per_position"]) == 7
+    summary = json.loads(store.read("llmperf/qwen-sd-vllm/counting/Qwen-Qwen3-32B_64_40_summary.json"))
+    assert summary["results_num_completed_requests"] == 8 and summary["results_number_errors"] == 0
+    out = capsys.readouterr().out
+    assert "counting" in out and "TPOT speedup" in out
+
+
+def test_faults_are_counted_and_every_good_result_is_kept(tmp_path):
+    profiles = default_profiles(time_scale=SCALE)
+    faulty = dataclasses.replace(
+        profiles["qwen-sd-vllm"],
+        stall_s=3.0,
+        faults={0: "http_500", 1: "drop_mid_stream", 2: "stall", 3: "malformed_sse", 4: "empty_completion"},
+    )
+    with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(faulty) as speculative:
+        code = cli.main(
+            run_args(
+                baseline,
+                speculative,
+                tmp_path,
+                "--test-case",
+                "json",
+                "--run-id",
+                "f",
+                "--no-publish",
+                "--request-timeout",
+                "1.5",
+                "--concurrency",
+                "1",
+            )
+        )
+    assert code == 0  # failed requests are counted, not fatal
+    store, records = stored(tmp_path, "f")
+    failed = sorted((r for r in records if not r.ok), key=lambda r: r.request_index)
+    assert len(records) == 16 and len(failed) == 5 and all(r.variant == "qwen-sd-vllm" for r in failed)
+    messages = [r.error_msg for r in failed]
+    assert failed[0].error_code == 500
+    assert "connection" in messages[1] or "before [DONE]" in messages[1]
+    assert "timeout" in messages[2]
+    assert "malformed server-sent event" in messages[3]
+    assert "empty completion" in messages[4]
+    assert all(r.ttft_s is None for r in failed) and all(r.ttft_s and r.output_tokens == 40 for r in records if r.ok)
+    assert json.loads(store.read("run.json"))["counts"] == {"requests": 16, "errors": 5}
+    rows = json.loads(store.read("llmperf/qwen-sd-vllm/json/Qwen-Qwen3-32B_64_40_individual_responses.json"))
+    assert sum(row["error_code"] is not None for row in rows) == 5 and len(rows) == 8
+
+
+def test_readiness_waits_then_fails_clearly(tmp_path, capsys):
+    profiles = default_profiles(time_scale=SCALE)
+    late = dataclasses.replace(profiles["qwen-vllm"], ready_after_s=1.0)
+    with EmulatorServer(late) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
+        args = run_args(baseline, speculative, tmp_path, "--test-case", "json", "--run-id", "late", "--no-publish")
+        assert cli.main(args) == 0  # became ready within --ready-timeout 5
+        dead = ["--endpoint", "qwen-vllm=http://127.0.0.1:9", "--endpoint", f"qwen-sd-vllm={speculative.url}"]
+        code = cli.main(
+            ["run", *dead, "--results", str(tmp_path), "--run-id", "dead", "--ready-timeout", "1", "--no-publish", "--no-progress"]
+        )
+    assert code == cli.EXIT_NOT_READY
+    err = capsys.readouterr().err
+    assert "not ready after 1 s: qwen-vllm at http://127.0.0.1:9: unreachable" in err
+    assert json.loads(RunStore(LocalStore(tmp_path), "dead").read("run.json"))["status"] == "not-ready"
+
+
+def test_a_crash_keeps_the_test_cases_that_completed(servers, tmp_path):
+    class CrashOnSecondCase(NativeEngine):
+        async def run(self, endpoint, prepared, load, run_id, on_record):
+            if prepared.case.name == "shakespeare":
+                raise RuntimeError("node lost")
+            return await super().run(endpoint, prepared, load, run_id, on_record)
+
+    plan = RunPlan(
+        tuple(Endpoint(n, s.url) for n, s in zip(("qwen-vllm", "qwen-sd-vllm"), servers, strict=False)),
+        DEFAULT_SUITE.select(["counting", "shakespeare"]),
+        LoadSpec("Qwen/Qwen3-32B", 20, 4, 4, 10.0),
+        64,
+        "native",
+        5.0,
+    )
+    store = RunStore(LocalStore(tmp_path), "crash")
+    with pytest.raises(RuntimeError, match="node lost"):
+        asyncio.run(Runner(plan, CrashOnSecondCase(), store, progress=False).run())
+    run = json.loads(store.read("run.json"))
+    assert run["status"] == "failed" and "node lost" in run["error"] and run["counts"] == {"requests": 8, "errors": 0}
+    assert len(read_jsonl(store.read("records/counting.jsonl").splitlines())) == 8
+
+
+@pytest.mark.timing
+def test_native_timings_agree_with_the_emulators_ground_truth():
+    """Per request, the client's TTFT and time per output token against what the server really sent,
+    with the servers in their own process (as in a deployment) at full time scale. The bound here is
+    a loose max(5 ms, 10 %) so a busy CI machine passes; scripts/bench_client.py measures the figures."""
+    with emulators_in_subprocess(time_scale=1.0) as urls:
+        plan = RunPlan(
+            tuple(Endpoint(name, url) for name, url in urls.items()),
+            DEFAULT_SUITE.select(["hello-world"]),
+            LoadSpec("Qwen/Qwen3-32B", 30, 4, 8, 30.0),
+            64,
+            "native",
+            10.0,
+        )
+        result = asyncio.run(Runner(plan, NativeEngine(), RunStore(MemoryStore(), "truth"), progress=False).run())
+        truth = {t["request_id"]: t for url in urls.values() for t in fetch_truth(url)}
+    ttft_errors, tpot_errors = [], []
+    for record in result.records:
+        t = truth[f"truth-{record.variant}-hello-world-{record.request_index}"]
+        assert record.chunk_tokens == t["chunk_tokens"]  # exact tokens per chunk from usage
+        assert record.ttft_s >= t["ttft_s"] - 0.002  # causality, less scheduling noise between the two processes
+        ttft_errors.append(abs(record.ttft_s - t["ttft_s"]) / max(t["ttft_s"], 0.05))
+        tpot_errors.append(abs(record.time_per_output_token_s - t["time_per_output_token_s"]) / max(t["time_per_output_token_s"], 0.05))
+    assert len(ttft_errors) == 16
+    assert statistics.median(ttft_errors) < 0.1 and statistics.median(tpot_errors) < 0.1
+
+
+class MemoryStore:
+    location = "memory"
+
+    def __init__(self):
+        self.data = {}
+
+    def write_text(self, key, text):
+        self.data[key] = text
+
+    def read_text(self, key):
+        return self.data[key]
+
+    def keys(self, prefix=""):
+        return sorted(k for k in self.data if k.startswith(prefix))
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-2"}.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield
+
+
+def test_run_to_s3_then_cloudwatch_with_every_value(servers, aws):
+    s3 = boto3.client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    code = cli.main(run_args(*servers, "s3://data/results/", "--test-case", "json", "--run-id", "s3run", "--region", "us-east-2"))
+    assert code == 0
+    keys = {item["Key"] for item in s3.list_objects_v2(Bucket="data", Prefix="results/s3run/")["Contents"]}
+    assert {"results/s3run/run.json", "results/s3run/records/json.jsonl", "results/s3run/acceptance/json.json",
+            "results/s3run/publish.json", "results/s3run/unpublished.json",
+            "results/s3run/llmperf/qwen-sd-vllm/json/Qwen-Qwen3-32B_64_40_individual_responses.json"} <= keys  # fmt: skip
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-2")
+    names = {m["MetricName"] for m in cloudwatch.list_metrics(Namespace="Qwen/LLMPerf")["Metrics"]}
+    assert {"TTFT", "InterTokenLatency", "TimePerOutputToken", "EndToEndLatency", "OutputThroughput", "InputTokens",
+            "OutputTokens", "TokensPerChunk", "Errors", "AcceptanceRate", "MeanAcceptanceLength"} <= names  # fmt: skip
+    records = read_jsonl(s3.get_object(Bucket="data", Key="results/s3run/records/json.jsonl")["Body"].read().decode().splitlines())
+    start = min(r.started_at for r in records)
+
+    def statistic(name, stat, variant, **more):
+        dimensions = [{"Name": "Variant", "Value": variant}, {"Name": "PromptClass", "Value": "structured"}]
+        dimensions += [{"Name": k, "Value": v} for k, v in more.items()]
+        query = {
+            "Id": "q",
+            "MetricStat": {
+                "Metric": {"Namespace": "Qwen/LLMPerf", "MetricName": name, "Dimensions": dimensions},
+                "Period": 60,
+                "Stat": stat,
+            },
+        }
+        result = cloudwatch.get_metric_data(MetricDataQueries=[query], StartTime=datetime.fromtimestamp(start - 600, timezone.utc),
+                                            EndTime=datetime.fromtimestamp(start + 600, timezone.utc))["MetricDataResults"][0]  # fmt: skip
+        return sum(result["Values"])
+
+    assert statistic("TTFT", "SampleCount", "qwen-sd-vllm", TestCase="json") == 8
+    assert statistic("Errors", "SampleCount", "qwen-vllm") == 8 and statistic("Errors", "Sum", "qwen-vllm") == 0
+    expected_tokens = sum(r.output_tokens for r in records if r.variant == "qwen-vllm")
+    assert statistic("OutputTokens", "Sum", "qwen-vllm", TestCase="json") == expected_tokens
+    assert statistic("AcceptanceRate", "SampleCount", "qwen-sd-vllm", TestCase="json") == 1
+    assert statistic("AcceptanceRate", "SampleCount", "qwen-vllm", TestCase="json") == 0  # missing on the baseline: nothing, not 0
+
+
+def test_a_failed_publish_keeps_the_batches_and_publish_sends_only_those(servers, tmp_path, aws, monkeypatch, capsys):
+    class Refusing:
+        def put_metric_data(self, **_):
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied", "Message": "not allowed"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "PutMetricData"
+            )
+
+    real_make_client = cloudwatch.make_client
+    monkeypatch.setattr(cloudwatch, "make_client", lambda region: Refusing())
+    code = cli.main(run_args(*servers, tmp_path, "--test-case", "json", "--run-id", "denied"))
+    assert code == cli.EXIT_UNPUBLISHED
+    assert "NOT PUBLISHED" in capsys.readouterr().out
+    store = RunStore(LocalStore(tmp_path), "denied")
+    kept = json.loads(store.read("unpublished.json"))
+    assert kept and kept[0]["error_code"] == "AccessDenied"
+    monkeypatch.setattr(cloudwatch, "make_client", real_make_client)
+    assert cli.main(["publish", str(tmp_path / "denied"), "--region", "us-east-2"]) == 0
+    out = capsys.readouterr().out
+    assert "publishing what an earlier attempt left" in out
+    published = json.loads(store.read("publish.json"))
+    assert published["datums_published"] == sum(len(batch["datums"]) for batch in kept) and json.loads(store.read("unpublished.json")) == []

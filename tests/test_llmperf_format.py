@@ -1,0 +1,137 @@
+"""llmperf's result files: written from our records the way llmperf writes them, and read back from
+realistically shaped files (numbers as strings, error rows, empty files)."""
+
+import json
+
+import pytest
+
+from specbench import llmperf_format as fmt
+from specbench.engines import PreparedCase
+from specbench.engines.llmperf_engine import record_from_llmperf
+from specbench.records import CLIENT_ERROR, RequestRecord
+from specbench.suite import DEFAULT_SUITE
+
+
+def record(index, ttft=0.05, e2e=3.0, itl=0.04, tokens=100, error=None):
+    r = RequestRecord("run", "qwen-vllm", "counting", "structured", "native", index, 1.7e9, input_tokens=64)
+    if error:
+        r.error_code, r.error_msg = error
+    else:
+        r.ttft_s, r.end_to_end_latency_s, r.inter_token_latency_s, r.output_tokens = ttft, e2e, itl, tokens
+        r.output_throughput_tps = tokens / e2e
+    return r
+
+
+def test_file_names_follow_llmperf():
+    assert fmt.file_stem("Qwen/Qwen3-32B", 64, 600) == "Qwen-Qwen3-32B_64_600"
+
+
+def test_quantiles_match_pandas_linear_interpolation():
+    values = [1.0, 2.0, 3.0, 4.0, 10.0]
+    # pandas.Series(values).quantile([.25, .5, .9, .99]) -> 2.0, 3.0, 7.6, 9.76
+    assert [round(fmt.quantile(values, q), 6) for q in (0.25, 0.5, 0.9, 0.99)] == [2.0, 3.0, 7.6, 9.76]
+
+
+def test_written_files_have_llmperf_keys_and_exclude_errors_from_latency():
+    records = [record(0, ttft=0.1), record(1, ttft=0.3), record(2, error=(500, "boom"))]
+    run = fmt.LlmperfRun("Qwen/Qwen3-32B", 64, 600, 4, {"temperature": 0.0}, elapsed_s=10.0, timestamp=1700000000)
+    files = fmt.result_files(records, run)
+    summary = json.loads(files["Qwen-Qwen3-32B_64_600_summary.json"])
+    rows = json.loads(files["Qwen-Qwen3-32B_64_600_individual_responses.json"])
+    assert [row["error_code"] for row in rows] == [None, None, 500]
+    assert rows[2]["ttft_s"] == 0 and rows[2]["error_msg"] == "boom"
+    assert summary["results_ttft_s_quantiles_p50"] == pytest.approx(0.2)
+    assert summary["results_ttft_s_max"] == pytest.approx(0.3)
+    assert summary["results_number_errors"] == 1
+    assert summary["results_error_rate"] == pytest.approx(1 / 3)
+    assert summary["results_num_completed_requests"] == 2
+    assert summary["results_mean_output_throughput_token_per_s"] == pytest.approx(20.0)
+    assert summary["mean_input_tokens"] == 64 and summary["version"] == fmt.RESULTS_VERSION
+    # Round trip through our reader.
+    parsed = fmt.parse_individual_responses(files["Qwen-Qwen3-32B_64_600_individual_responses.json"])
+    assert parsed[0]["ttft_s"] == pytest.approx(0.1) and parsed[2]["error_code"] == 500
+
+
+REALISTIC_ROWS = """[
+  {"error_code": null, "error_msg": "", "inter_token_latency_s": 0.0451, "ttft_s": 0.212,
+   "end_to_end_latency_s": 27.3, "request_output_throughput_token_per_s": 21.9,
+   "number_total_tokens": "664", "number_output_tokens": "600", "number_input_tokens": "64"},
+  {"error_code": -1, "error_msg": "", "inter_token_latency_s": 0, "ttft_s": 0, "end_to_end_latency_s": 0,
+   "request_output_throughput_token_per_s": 0, "number_total_tokens": 64, "number_output_tokens": 0,
+   "number_input_tokens": 64},
+  {"error_code": "503", "error_msg": "Service Unavailable", "inter_token_latency_s": "0", "ttft_s": 0,
+   "end_to_end_latency_s": 0, "request_output_throughput_token_per_s": 0, "number_total_tokens": "64",
+   "number_output_tokens": "0", "number_input_tokens": "64"},
+  {"error_code": NaN, "error_msg": null, "inter_token_latency_s": 0.05, "ttft_s": "0.25",
+   "end_to_end_latency_s": "30.1", "request_output_throughput_token_per_s": 19.9,
+   "number_total_tokens": 663.0, "number_output_tokens": 599.0, "number_input_tokens": 64}
+]"""
+
+
+def test_reader_coerces_strings_and_keeps_error_rows():
+    rows = fmt.parse_individual_responses(REALISTIC_ROWS)
+    assert [row["error_code"] for row in rows] == [None, -1, 503, None]  # NaN (pandas' missing) is a success
+    assert rows[0]["number_output_tokens"] == 600 and isinstance(rows[0]["number_output_tokens"], int)
+    assert rows[3]["ttft_s"] == pytest.approx(0.25) and rows[3]["number_output_tokens"] == 599
+    assert rows[2]["error_msg"] == "Service Unavailable" and rows[3]["error_msg"] == ""
+    records = fmt.records_from_rows(
+        rows, run_id="ref", variant="qwen-vllm", test_case="counting", prompt_class="structured", started_at=0.0
+    )
+    assert [r.ok for r in records] == [True, False, False, True]
+    assert records[0].time_per_output_token_s == pytest.approx((27.3 - 0.212) / 599)
+    assert records[1].ttft_s is None  # llmperf's zeros on error rows are not latencies
+
+
+@pytest.mark.parametrize("text", ["", "  \n", "[]"])
+def test_empty_files_are_no_rows(text):
+    assert fmt.parse_individual_responses(text) == []
+
+
+def test_summary_reader_turns_numeric_strings_into_numbers():
+    summary = fmt.parse_summary(
+        '{"results_number_errors": "2", "results_ttft_s_mean": "0.2134", "results_error_code_frequency": "{-1: 2}", "model": "Qwen/Qwen3-32B"}'
+    )
+    assert summary["results_number_errors"] == 2 and summary["results_ttft_s_mean"] == pytest.approx(0.2134)
+    assert summary["results_error_code_frequency"] == "{-1: 2}" and summary["model"] == "Qwen/Qwen3-32B"
+    assert fmt.parse_summary("") == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not JSON"),
+        ('{"a": 1}', "expected a list"),
+        ('[{"ttft_s": "fast"}]', r"\[0\].ttft_s: expected a number"),
+        ("[1]", r"\[0\]: expected an object"),
+    ],
+)
+def test_reader_rejects_non_llmperf_files_naming_the_place(text, message):
+    with pytest.raises(fmt.LlmperfFormatError, match=message):
+        fmt.parse_individual_responses(text, "x.json")
+
+
+def test_llmperf_engine_conversion_divides_chunk_gaps_by_chunks_and_counts_tokens_its_way():
+    prepared = PreparedCase(DEFAULT_SUITE.test_cases[0], "prompt", 64)
+    # What llmperf's OpenAI client returns: ITL is the *sum* of gaps, output tokens the number of data lines.
+    metrics = {
+        "error_code": None,
+        "error_msg": "",
+        "inter_token_latency_s": 9.0,
+        "ttft_s": 0.2,
+        "end_to_end_latency_s": 9.2,
+        "request_output_throughput_token_per_s": 10.0,
+        "number_output_tokens": 100,
+        "number_input_tokens": 64,
+    }
+    rec = record_from_llmperf(
+        metrics, "x" * 300, lambda text: len(text), run_id="r", endpoint="qwen-sd-vllm", prepared=prepared, index=3, started_at=5.0
+    )
+    assert rec.inter_token_latency_s == pytest.approx(0.09)  # per chunk
+    assert rec.output_tokens == 300 and rec.tokens_per_chunk == pytest.approx(3.0)
+    assert rec.time_per_output_token_s == pytest.approx(9.0 / 299)  # per token
+    failed = record_from_llmperf(
+        {**metrics, "error_code": 500, "error_msg": "boom"}, "", len, run_id="r", endpoint="e", prepared=prepared, index=0, started_at=0
+    )
+    assert (failed.error_code, failed.error_msg, failed.ttft_s) == (500, "boom", None)
+    empty = record_from_llmperf(metrics, "", len, run_id="r", endpoint="e", prepared=prepared, index=0, started_at=0)
+    assert empty.error_code == CLIENT_ERROR and "empty completion" in empty.error_msg

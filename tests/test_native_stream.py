@@ -1,0 +1,82 @@
+"""The native client's stream bookkeeping and the record math, without a server."""
+
+import json
+
+import pytest
+
+from specbench.engines import LoadSpec, PreparedCase
+from specbench.engines.native import StreamError, StreamState, decode_event, request_body
+from specbench.records import stream_metrics, time_per_output_token
+from specbench.suite import DEFAULT_SUITE
+
+
+def line(event):
+    return b"data: " + json.dumps(event).encode() + b"\n"
+
+
+def chat(content, completion_tokens=None, prompt_tokens=64):
+    event = {"choices": [{"index": 0, "delta": {"content": content}}]}
+    if completion_tokens is not None:
+        event["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+    return event
+
+
+def test_usage_gives_exact_tokens_per_chunk_and_stop_tokens_go_to_the_last_chunk():
+    state = StreamState()
+    state.add({"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"prompt_tokens": 70, "completion_tokens": 0}}, 0.01)
+    state.add(chat(" a", 1, 70), 0.2)
+    state.add(chat(" b c d", 4, 70), 0.3)
+    state.add({"choices": [{"delta": {}, "finish_reason": "length"}], "usage": {"prompt_tokens": 70, "completion_tokens": 5}}, 0.31)
+    state.finish()
+    assert state.times == [0.2, 0.3] and state.tokens == [1, 4]  # the finish chunk's token joins the last chunk
+    state = StreamState()
+    state.add(chat(" a", 1), 0.2)
+    state.add(chat(" b", 2), 0.25)
+    state.add({"choices": [], "usage": {"prompt_tokens": 64, "completion_tokens": 3}}, 0.26)
+    state.finish()
+    assert state.tokens == [1, 2] and state.prompt_tokens == 64
+
+
+def test_completions_text_and_error_events():
+    state = StreamState()
+    state.add({"choices": [{"text": "hi"}]}, 0.1)
+    assert state.texts == ["hi"] and not state.usage_seen
+    with pytest.raises(StreamError, match="error event in stream: overloaded") as error:
+        state.add({"error": {"message": "overloaded", "code": 503}}, 0.2)
+    assert error.value.code == 503
+
+
+def test_sse_lines():
+    assert decode_event(b"\n") is None and decode_event(b": keep-alive\n") is None
+    assert decode_event(b"data: [DONE]\n") == {"__done__": True}
+    assert decode_event(b'data:{"a":1}\n') == {"a": 1}
+    with pytest.raises(StreamError, match="malformed server-sent event"):
+        decode_event(b"data: {not json\n")
+
+
+def test_request_body_matches_llmperf_chat_form_and_asks_for_continuous_usage():
+    prepared = PreparedCase(DEFAULT_SUITE.test_cases[0], "the prompt", 64)
+    path, body = request_body(prepared, LoadSpec("Qwen/Qwen3-32B", 600, 4, 8, 60.0))
+    assert path == "/chat/completions"
+    assert body["messages"] == [{"role": "system", "content": ""}, {"role": "user", "content": "the prompt"}]
+    assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert (body["max_tokens"], body["temperature"], body["seed"], "ignore_eos" in body) == (600, 0.0, 11111, False)
+    path, body = request_body(prepared, LoadSpec("m", 10, 1, 1, 1.0, api="completions", ignore_eos=True))
+    assert path == "/completions" and body["prompt"] == "the prompt" and body["ignore_eos"] is True
+
+
+def test_both_latency_definitions_from_chunks():
+    # Speculative-looking stream: first token at 0.2 s, then 3 chunks of 4 tokens 0.05 s apart.
+    metrics = stream_metrics([0.2, 0.25, 0.3, 0.35], [1, 4, 4, 4], 0.36, 64)
+    assert metrics["ttft_s"] == 0.2 and metrics["output_tokens"] == 13 and metrics["chunks"] == 4
+    assert metrics["inter_token_latency_s"] == pytest.approx(0.35 / 4)  # llmperf: per chunk, TTFT included
+    assert metrics["time_per_output_token_s"] == pytest.approx(0.16 / 12)  # per token
+    assert metrics["tokens_per_chunk"] == pytest.approx(13 / 4)
+    assert metrics["output_throughput_tps"] == pytest.approx(13 / 0.36)
+    assert time_per_output_token(0.2, 0.3, 1) is None
+    with pytest.raises(ValueError, match="empty completion"):
+        stream_metrics([], [], 1.0, 64)
