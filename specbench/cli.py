@@ -4,6 +4,7 @@
     python -m specbench run --endpoint qwen-vllm=http://127.0.0.1:8000 --endpoint qwen-sd-vllm=http://127.0.0.1:8001 --no-publish
     python -m specbench publish ./results/<run_id> --region us-east-2
     python -m specbench suite [--suite my-suite.json]
+    python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
 
 Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed (what
 completed is stored), 2 bad arguments, 3 stored but not all published, 4 endpoints never ready.
@@ -75,6 +76,15 @@ def parser() -> argparse.ArgumentParser:
     publish.add_argument("--region", default=None)
     publish.add_argument("--all", action="store_true", help="republish every value, even after a partly successful publish")
 
+    imported = commands.add_parser("import-llmperf", help="bring one llmperf results directory into a stored run")
+    imported.add_argument("directory", help="llmperf's --results-dir of one service and test case")
+    imported.add_argument("--variant", required=True, help="the service it measured, e.g. qwen-sd-vllm")
+    imported.add_argument("--test-case", required=True)
+    imported.add_argument("--prompt-class", default=None, help="structured or open-ended (default: the reference suite's)")
+    imported.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/")
+    imported.add_argument("--run-id", required=True, help="the run to add to (created if new); import each service into the same one")
+    imported.add_argument("--region", default=None)
+
     suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
     suite.add_argument("--suite", default="")
 
@@ -95,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_run(args)
         if args.command == "publish":
             return command_publish(args)
+        if args.command == "import-llmperf":
+            return command_import(args)
         return command_suite(args)
     except SuiteError as error:
         print(f"specbench: {error}", file=sys.stderr)
@@ -159,6 +171,23 @@ def command_run(args: argparse.Namespace) -> int:
     report = publish_run(store, args.namespace, args.region)
     print(describe_publish(report, store.location))
     return 0 if report.ok else EXIT_UNPUBLISHED
+
+
+def command_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .importer import import_llmperf
+    from .store import RunStore, open_store
+
+    store = RunStore(open_store(args.results, args.region), args.run_id)
+    try:
+        count = import_llmperf(Path(args.directory), store, variant=args.variant, test_case=args.test_case, prompt_class=args.prompt_class)
+    except (ValueError, OSError) as error:
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"imported {count} requests of {args.variant} / {args.test_case} into {store.location}")
+    print(f"publish with: specbench publish {store.location}")
+    return 0
 
 
 def command_publish(args: argparse.Namespace) -> int:

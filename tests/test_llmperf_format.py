@@ -135,3 +135,56 @@ def test_llmperf_engine_conversion_divides_chunk_gaps_by_chunks_and_counts_token
     assert (failed.error_code, failed.error_msg, failed.ttft_s) == (500, "boom", None)
     empty = record_from_llmperf(metrics, "", len, run_id="r", endpoint="e", prepared=prepared, index=0, started_at=0)
     assert empty.error_code == CLIENT_ERROR and "empty completion" in empty.error_msg
+
+
+def test_import_brings_llmperf_directories_into_one_run_and_publish_reads_them(tmp_path, capsys):
+    from specbench import cli
+    from specbench.records import read_jsonl
+    from specbench.results import load_records, run_datums
+    from specbench.store import LocalStore, RunStore
+
+    for variant in ("qwen-vllm", "qwen-sd-vllm"):
+        folder = tmp_path / "llmperf" / variant
+        folder.mkdir(parents=True)
+        (folder / "Qwen-Qwen3-32B_64_600_individual_responses.json").write_text(REALISTIC_ROWS)
+        (folder / "Qwen-Qwen3-32B_64_600_summary.json").write_text(
+            '{"model": "Qwen/Qwen3-32B", "mean_input_tokens": 64, "timestamp": "1764400000"}'
+        )
+        code = cli.main(
+            [
+                "import-llmperf",
+                str(folder),
+                "--variant",
+                variant,
+                "--test-case",
+                "json",
+                "--results",
+                str(tmp_path / "results"),
+                "--run-id",
+                "ref",
+            ]
+        )
+        assert code == 0
+    store = RunStore(LocalStore(tmp_path / "results"), "ref")
+    records = read_jsonl(store.read("records/json.jsonl").splitlines())
+    assert len(records) == 8 and {r.variant for r in records} == {"qwen-vllm", "qwen-sd-vllm"}
+    assert all(r.prompt_class == "structured" and r.started_at == 1764400000 and r.engine == "llmperf" for r in records)
+    run = json.loads(store.read("run.json"))
+    assert [(i["variant"], i["requests"], i["errors"]) for i in run["imports"]] == [("qwen-vllm", 4, 2), ("qwen-sd-vllm", 4, 2)]
+    # Importing a variant again replaces it, it does not add to it.
+    assert cli.main(["import-llmperf", str(tmp_path / "llmperf" / "qwen-vllm"), "--variant", "qwen-vllm", "--test-case", "json",
+                     "--results", str(tmp_path / "results"), "--run-id", "ref"]) == 0  # fmt: skip
+    assert len(load_records(store)) == 8 and len(json.loads(store.read("run.json"))["imports"]) == 2
+    errors = [d for d in run_datums(load_records(store), {}) if d["MetricName"] == "Errors" and len(d["Dimensions"]) == 3]
+    assert sorted(sum(v * c for v, c in zip(d["Values"], d["Counts"], strict=True)) for d in errors) == [2, 2]
+    # A test case outside the reference suite needs its class; an empty directory is an error, not an empty import.
+    assert (
+        cli.main(["import-llmperf", str(tmp_path), "--variant", "v", "--test-case", "mine", "--run-id", "x", "--results", str(tmp_path)])
+        == cli.EXIT_USAGE
+    )
+    assert "--prompt-class is needed" in capsys.readouterr().err
+    assert (
+        cli.main(["import-llmperf", str(tmp_path), "--variant", "v", "--test-case", "json", "--run-id", "x", "--results", str(tmp_path)])
+        == cli.EXIT_USAGE
+    )
+    assert "expected one *_individual_responses.json" in capsys.readouterr().err
