@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .engines import APIS, ENGINES, Endpoint, LoadSpec
 from .suite import SuiteError, load_suite
@@ -131,10 +132,12 @@ def command_run(args: argparse.Namespace) -> int:
     if len({e.name for e in endpoints}) != len(endpoints):
         print("specbench: --endpoint names must be unique", file=sys.stderr)
         return EXIT_USAGE
-    settings = {}
-    if args.settings:
-        with open(args.settings, encoding="utf-8") as handle:
-            settings = json.load(handle)
+    try:
+        settings = json.loads(Path(args.settings).read_text(encoding="utf-8")) if args.settings else {}
+        store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
+    except (OSError, ValueError) as error:  # a missing or non-JSON --settings file, a bad --results
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
     plan = RunPlan(
         endpoints=endpoints,
         suite=load_suite(args.suite).select(args.test_case),
@@ -154,7 +157,6 @@ def command_run(args: argparse.Namespace) -> int:
         ready_timeout_s=args.ready_timeout,
         settings=settings,
     )
-    store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
     print(f"run {store.run_id}: {len(plan.suite.test_cases)} test cases x {len(endpoints)} endpoints -> {store.location}", flush=True)
     runner = Runner(plan, make_engine(args.engine), store, progress=not args.no_progress)
     try:
@@ -174,8 +176,6 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_import(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .importer import import_llmperf
     from .store import RunStore, open_store
 

@@ -4,6 +4,7 @@ a crash keeping what completed, and the native engine's timings checked against 
 ground truth."""
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import statistics
@@ -280,3 +281,19 @@ def test_a_failed_publish_keeps_the_batches_and_publish_sends_only_those(servers
     assert "publishing what an earlier attempt left" in out
     published = json.loads(store.read("publish.json"))
     assert published["datums_published"] == sum(len(batch["datums"]) for batch in kept) and json.loads(store.read("unpublished.json")) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--settings", "/nonexistent/settings.json"], "No such file"),
+        (["--results", "ftp://somewhere/"], "allowed are a directory path or s3://BUCKET/PREFIX/"),
+        (["--test-case", "nope"], "test case nope not in suite 'reference'"),
+        (["--endpoint", "qwen-vllm=localhost:8000"], "expected NAME=http(s)://HOST:PORT"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(extra, message, capsys):
+    with pytest.raises(SystemExit) if extra[0] == "--endpoint" else contextlib.nullcontext():
+        assert cli.main(["run", "--no-publish", *extra]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
