@@ -513,7 +513,7 @@ def test_stall_outlasts_the_client_timeout():
             time.sleep(0.01)
         (record,) = server.truth
     assert isinstance(stalled.error, asyncio.TimeoutError) and not stalled.done
-    assert 1 <= len(stalled.content_events) and 0.2 <= waited < 2
+    assert 1 <= len(stalled.content_events) and 0.2 <= waited < 4.5  # the client gave up before the 5 s stall ended
     assert record.error == "client disconnected" and record.e2e_s is None  # the handler ended with its client
 
 
