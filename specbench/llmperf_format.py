@@ -194,16 +194,22 @@ def _error_code(value: Any, where: str) -> int | None:
     return CLIENT_ERROR if code is None else code
 
 
-def parse_individual_responses(text: str, source: str = "individual_responses.json") -> list[dict[str, Any]]:
-    """Rows with numbers as numbers and ``error_code`` None for successes; an empty file is no rows."""
+def _load(text: str, source: str, kind: type, expected: str) -> Any:
+    """Decoded JSON of ``kind``, an empty one for an empty file, or LlmperfFormatError naming the file."""
     if not text.strip():
-        return []
+        return kind()
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise LlmperfFormatError(f"{source}: not JSON ({error})") from None
-    if not isinstance(data, list):
-        raise LlmperfFormatError(f"{source}: expected a list of per-request objects")
+    if not isinstance(data, kind):
+        raise LlmperfFormatError(f"{source}: expected {expected}")
+    return data
+
+
+def parse_individual_responses(text: str, source: str = "individual_responses.json") -> list[dict[str, Any]]:
+    """Rows with numbers as numbers and ``error_code`` None for successes; an empty file is no rows."""
+    data = _load(text, source, list, "a list of per-request objects")
     rows = []
     for index, item in enumerate(data):
         where = f"{source}[{index}]"
@@ -220,14 +226,7 @@ def parse_individual_responses(text: str, source: str = "individual_responses.js
 
 def parse_summary(text: str, source: str = "summary.json") -> dict[str, Any]:
     """The flat summary with numeric strings turned into numbers; an empty file is an empty dict."""
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise LlmperfFormatError(f"{source}: not JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise LlmperfFormatError(f"{source}: expected an object")
+    data = _load(text, source, dict, "an object")
     parsed: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, str) and key.startswith("results_") and key != "results_error_code_frequency":
