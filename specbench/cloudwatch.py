@@ -35,17 +35,11 @@ from typing import Any
 import boto3
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 from botocore.serialize import create_serializer
 
 from specbench.acceptance import Acceptance
+from specbench.aws_retry import RETRYABLE_CODES, backoff_delay, error_code, is_retryable  # noqa: F401 - RETRYABLE_CODES re-exported
 from specbench.records import RequestRecord
 
 log = logging.getLogger(__name__)
@@ -58,24 +52,6 @@ MAX_REQUEST_BYTES = 1_048_576
 SMALLEST_MAGNITUDE = 2.0**-359  # 8.515920e-109
 LARGEST_MAGNITUDE = 2.0**359  # 1.174271e+108
 MAX_DIMENSION_VALUE_LENGTH = 1024
-
-# Transient failures worth another attempt; anything else (validation, access) fails the same way again.
-RETRYABLE_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "InternalFailure",
-        "InternalServiceFault",  # CloudWatch's own 500
-        "InternalServiceError",
-        "ServiceUnavailable",
-    }
-)
-# Connection failures: the request may not have arrived. A read timeout may have landed, so its retry
-# can count a batch twice (PutMetricData has no idempotency token; botocore's own retries do the same).
-RETRYABLE_EXCEPTIONS = (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError)
-
 
 # --- what is published --------------------------------------------------------------------------
 
@@ -492,24 +468,6 @@ def observations(datum: dict[str, Any]) -> int:
     if "Counts" in datum:
         return int(sum(datum["Counts"]))
     return len(datum["Values"]) if "Values" in datum else 1
-
-
-def error_code(error: Exception) -> str:
-    if isinstance(error, ClientError):
-        return str(error.response.get("Error", {}).get("Code", "")) or "Unknown"
-    return type(error).__name__
-
-
-def is_retryable(error: Exception) -> bool:
-    if isinstance(error, ClientError):
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        return error_code(error) in RETRYABLE_CODES or status == 429 or status >= 500
-    return isinstance(error, RETRYABLE_EXCEPTIONS)
-
-
-def backoff_delay(attempt: int, base_delay_s: float, max_delay_s: float, rng: random.Random) -> float:
-    """Exponential backoff after the ``attempt``-th failure, with jitter: between half and all of it."""
-    return min(max_delay_s, base_delay_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.0)
 
 
 def publish(

@@ -10,25 +10,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import cloudwatch
-from .records import RequestRecord, read_jsonl
+from .records import RequestRecord
+from .runfiles import load_acceptance, load_records
 from .store import RunStore
-
-
-def load_records(store: RunStore) -> list[RequestRecord]:
-    records: list[RequestRecord] = []
-    for key in store.keys("records/"):
-        if key.endswith(".jsonl"):
-            records.extend(read_jsonl(store.read(key).splitlines()))
-    return records
-
-
-def load_acceptance(store: RunStore) -> dict[str, dict[str, dict[str, Any]]]:
-    """test case -> endpoint -> acceptance figures."""
-    figures = {}
-    for key in store.keys("acceptance/"):
-        if key.endswith(".json"):
-            figures[key.rsplit("/", 1)[-1][: -len(".json")]] = json.loads(store.read(key))
-    return figures
 
 
 def run_datums(records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:

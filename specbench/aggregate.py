@@ -1,0 +1,405 @@
+"""A stored run's answer to "how much faster is speculative decoding, how sure are we, and why":
+per test case and per prompt class, each service's latency distributions, each speculative
+service's speedups over the baseline with bootstrap confidence intervals, its draft acceptance,
+and the speedup the standard model expects from that acceptance.
+
+Pure functions of the run's files (run.json, records, acceptance figures); the aggregation Lambda,
+the ``report`` command and the demo all call ``summarize_run``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import stats, theory
+from .records import RequestRecord
+
+
+@dataclass(frozen=True)
+class LatencyMetric:
+    name: str  # the CloudWatch metric name (specbench.cloudwatch.METRICS)
+    attribute: str  # the RequestRecord field
+    title: str
+
+
+# In the order the reference figures show them; TPOT is the per-token decode time the model predicts.
+LATENCY_METRICS: tuple[LatencyMetric, ...] = (
+    LatencyMetric("EndToEndLatency", "end_to_end_latency_s", "End-to-end latency"),
+    LatencyMetric("InterTokenLatency", "inter_token_latency_s", "Inter-token latency (per chunk, llmperf's definition)"),
+    LatencyMetric("TTFT", "ttft_s", "Time to first token"),
+    LatencyMetric("TimePerOutputToken", "time_per_output_token_s", "Time per output token"),
+)
+METRIC_NAMES = tuple(metric.name for metric in LATENCY_METRICS)
+# The speedup the standard model speaks to: target steps saved per generated token.
+MODEL_METRIC = "TimePerOutputToken"
+# The speedup a user sees for a whole answer.
+HEADLINE_METRIC = "EndToEndLatency"
+# Speedup tables' column order: the whole answer, per token (what the model predicts), per chunk, first token.
+SPEEDUP_ORDER = (HEADLINE_METRIC, MODEL_METRIC, "InterTokenLatency", "TTFT")
+
+COMPLETE, PARTIAL, NO_DATA = "complete", "partial", "no data"
+# run.json statuses of a run that will not grow: the runner's, and specbench import-llmperf's.
+FINISHED = ("completed", "imported")
+
+
+@dataclass(frozen=True)
+class VariantStats:
+    variant: str
+    requests: int
+    errors: int
+    distributions: dict[str, stats.Distribution]  # metric name -> successful requests' values
+    medians: dict[str, stats.Interval]  # metric name -> median with its bootstrap CI (error bars)
+    tokens_per_chunk: stats.Distribution
+    acceptance: dict[str, Any] | None  # pooled acceptance figures; None for a service that does not speculate
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.requests if self.requests else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One speculative service against the baseline, in one group."""
+
+    variant: str
+    num_speculative_tokens: int | None
+    speedups: dict[str, stats.Interval]  # metric name -> baseline median / speculative median
+    acceptance: theory.AcceptanceEstimate
+    expected_speedup: float | None  # S(a, k, c) for the time per output token
+    implied_cost_ratio: float | None  # the c that would explain the measured TPOT speedup
+    # True: the measured TPOT speedup's whole CI lies below the expected speedup.
+    shortfall: bool | None
+
+    @property
+    def headline(self) -> stats.Interval:
+        return self.speedups[HEADLINE_METRIC]
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    kind: str  # "test case" | "prompt class"
+    prompt_class: str
+    variants: dict[str, VariantStats]
+    comparisons: list[Comparison]
+    outputs_match: bool | None = None  # test cases only: all successful outputs identical
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    status: str  # the run's own status (run.json): completed | running | failed | ...
+    completeness: str  # complete | partial | no data
+    baseline: str
+    speculative: list[str]
+    test_cases: list[Group]
+    prompt_classes: list[Group]
+    expected_test_cases: list[str]
+    missing_test_cases: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)  # what was deployed (run.json plan.deployment)
+    parameters: dict[str, Any] = field(default_factory=dict)  # the load: tokens, concurrency, requests
+    started: str = ""
+    finished: str = ""
+    draft_cost_ratio: float = 0.1
+    verdict: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(asdict(self))
+
+    def group(self, name: str) -> Group:
+        for group in (*self.test_cases, *self.prompt_classes):
+            if group.name == name:
+                return group
+        raise KeyError(name)
+
+
+# --- building it ---------------------------------------------------------------------------------
+
+
+def summarize_run(
+    run: Mapping[str, Any] | None,
+    records: Sequence[RequestRecord],
+    acceptance: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    *,
+    baseline: str | None = None,
+    draft_cost_ratio: float = 0.1,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+) -> RunSummary:
+    """Summarize one run. ``acceptance`` is test case -> endpoint -> figures (acceptance/<case>.json)."""
+    run = run or {}
+    plan = run.get("plan") or {}
+    deployment = plan.get("deployment") or {}
+    variants = _variant_order(plan, deployment, records)
+    base = baseline or _baseline_of(deployment, plan, variants)
+    speculative = [v for v in variants if v != base]
+    k_of = {v["name"]: v.get("num_speculative_tokens") for v in deployment.get("variants", []) if isinstance(v, dict) and "name" in v}
+    expected_cases, class_of = _planned_cases(plan, records)
+    expected_requests = (plan.get("load") or {}).get("requests")
+    options = {"resamples": resamples, "confidence": confidence}
+    builder = _GroupBuilder(base, speculative, k_of, draft_cost_ratio, expected_requests, options)
+
+    by_case = _group_by(records, lambda r: r.test_case)
+    present = [case for case in expected_cases if case in by_case] + sorted(set(by_case) - set(expected_cases))
+    cases = [
+        builder.build(case, "test case", class_of.get(case) or by_case[case][0].prompt_class, by_case[case], [acceptance.get(case, {})])
+        for case in present
+    ]
+    classes = []
+    for prompt_class in _unique(class_of.get(case) or by_case[case][0].prompt_class for case in present):
+        members = [case for case in present if (class_of.get(case) or by_case[case][0].prompt_class) == prompt_class]
+        pooled = [record for case in members for record in by_case[case]]
+        classes.append(builder.build(prompt_class, "prompt class", prompt_class, pooled, [acceptance.get(case, {}) for case in members]))
+
+    missing = [case for case in expected_cases if case not in by_case]
+    if not records:
+        completeness = NO_DATA
+    elif missing or run.get("status", "completed") not in FINISHED or not all(group.complete for group in cases):
+        completeness = PARTIAL
+    else:
+        completeness = COMPLETE
+    summary = RunSummary(
+        run_id=str(run.get("run_id") or (records[0].run_id if records else "")),
+        status=str(run.get("status", "unknown")),
+        completeness=completeness,
+        baseline=base,
+        speculative=speculative,
+        test_cases=cases,
+        prompt_classes=classes,
+        expected_test_cases=expected_cases,
+        missing_test_cases=missing,
+        settings=dict(deployment),
+        parameters=_parameters(plan),
+        started=str(run.get("started", "")),
+        finished=str(run.get("finished", "")),
+        draft_cost_ratio=draft_cost_ratio,
+        notes=_notes(run, cases, missing),
+    )
+    return _with_verdict(summary)
+
+
+class _GroupBuilder:
+    def __init__(self, baseline, speculative, k_of, draft_cost_ratio, expected_requests, options) -> None:  # noqa: ANN001
+        self.baseline, self.speculative, self.k_of = baseline, speculative, k_of
+        self.c, self.expected_requests, self.options = draft_cost_ratio, expected_requests, options
+
+    def build(
+        self, name: str, kind: str, prompt_class: str, records: Sequence[RequestRecord], acceptance: Sequence[Mapping[str, Any]]
+    ) -> Group:
+        by_variant = _group_by(records, lambda r: r.variant)
+        variants = {}
+        for variant in [self.baseline, *self.speculative]:
+            mine = by_variant.get(variant, [])
+            figures = [a.get(variant) for a in acceptance if a.get(variant)]
+            variants[variant] = self._variant(name, variant, mine, pool_acceptance(figures))
+        comparisons = [self._compare(name, variant, by_variant, variants[variant]) for variant in self.speculative]
+        cases_in_group = len(acceptance)
+        complete = self.expected_requests is None or all(
+            len(by_variant.get(v, [])) >= self.expected_requests * cases_in_group for v in variants
+        )
+        return Group(name, kind, prompt_class, variants, comparisons, _outputs_match(records) if kind == "test case" else None, complete)
+
+    def _variant(self, group: str, variant: str, records: Sequence[RequestRecord], acceptance: dict[str, Any] | None) -> VariantStats:
+        good = [r for r in records if r.ok]
+        distributions = {m.name: stats.distribution([getattr(r, m.attribute) for r in good]) for m in LATENCY_METRICS}
+        medians = {
+            m.name: stats.median_ci([getattr(r, m.attribute) for r in good], seed=stats.seed_for(group, variant, m.name), **self.options)
+            for m in LATENCY_METRICS
+        }
+        speculates = variant != self.baseline
+        return VariantStats(
+            variant=variant,
+            requests=len(records),
+            errors=len(records) - len(good),
+            distributions=distributions,
+            medians=medians,
+            tokens_per_chunk=stats.distribution([r.tokens_per_chunk for r in good]),
+            acceptance=acceptance if speculates else None,
+        )
+
+    def _compare(self, group: str, variant: str, by_variant: Mapping[str, list[RequestRecord]], stats_: VariantStats) -> Comparison:
+        base = [r for r in by_variant.get(self.baseline, []) if r.ok]
+        spec = [r for r in by_variant.get(variant, []) if r.ok]
+        speedups = {
+            m.name: stats.speedup(
+                [getattr(r, m.attribute) for r in base],
+                [getattr(r, m.attribute) for r in spec],
+                seed=stats.seed_for(group, variant, m.name, "speedup"),
+                **self.options,
+            )
+            for m in LATENCY_METRICS
+        }
+        k = self.k_of.get(variant)
+        estimate = theory.estimate_acceptance(stats_.acceptance, k)
+        expected = implied = None
+        shortfall = None
+        if estimate.a is not None and k:
+            expected = theory.expected_speedup(estimate.a, k, self.c)
+            measured = speedups[MODEL_METRIC]
+            if measured.point is not None:
+                tokens_per_step = theory.expected_tokens_per_step(estimate.a, k)
+                implied = theory.implied_cost_ratio(measured.point, tokens_per_step, k)
+            if measured.high is not None:
+                shortfall = measured.high < expected
+        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall)
+
+
+def pool_acceptance(figures: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Acceptance over several test cases: from summed counter increases where every case has them
+    (the exact pooled figure), else the mean of the cases' figures. None when nothing was measured."""
+    measured = [f for f in figures if f.get("source") not in (None, "missing")]
+    drafted = [f for f in measured if f.get("drafts") != 0]
+    # A test case whose counters did not move (no drafts) adds nothing to the sums, and has no rates.
+    measured = drafted or measured[:1]
+    if not measured:
+        reasons = sorted({str(f.get("reason", "")) for f in figures if f.get("reason")})
+        return {"source": "missing", "reason": "; ".join(reasons)} if figures else None
+    if len(measured) == 1:
+        return dict(measured[0])
+    if all(f.get("drafts") and f.get("draft_tokens") and f.get("accepted_tokens") is not None for f in measured):
+        drafts = math.fsum(f["drafts"] for f in measured)
+        accepted = math.fsum(f["accepted_tokens"] for f in measured)
+        pooled: dict[str, Any] = {
+            "source": "counters",
+            "drafts": drafts,
+            "draft_tokens": math.fsum(f["draft_tokens"] for f in measured),
+            "accepted_tokens": accepted,
+            "acceptance_rate": accepted / math.fsum(f["draft_tokens"] for f in measured),
+            "mean_acceptance_length": 1.0 + accepted / drafts,
+            "per_position": None,
+        }
+        positions = [f.get("per_position") for f in measured]
+        if all(positions):
+            width = min(len(p) for p in positions)
+            weighted = list(zip(positions, measured, strict=True))
+            pooled["per_position"] = [math.fsum(p[i] * f["drafts"] for p, f in weighted) / drafts for i in range(width)]
+        return pooled
+    pooled = {"source": measured[0]["source"], "note": f"mean of {len(measured)} test cases' figures"}
+    for key in ("acceptance_rate", "mean_acceptance_length"):
+        values = [f[key] for f in measured if f.get(key) is not None]
+        pooled[key] = math.fsum(values) / len(values) if values else None
+    return pooled
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+
+def _with_verdict(summary: RunSummary) -> RunSummary:
+    return RunSummary(**{**summary.__dict__, "verdict": verdict(summary)})
+
+
+def verdict(summary: RunSummary) -> str:
+    """One line: per prompt class, the headline (end-to-end) speedup with its CI, and whether it is clear."""
+    if summary.completeness == NO_DATA:
+        return "No data yet: no benchmark request has been stored for this run."
+    if not summary.speculative:
+        return f"Only the baseline ({summary.baseline}) has results: nothing to compare."
+    parts = []
+    for group in summary.prompt_classes:
+        for comparison in group.comparisons:
+            label = group.name if len(summary.speculative) == 1 else f"{group.name} ({comparison.variant})"
+            parts.append(f"{label} {describe_speedup(comparison.headline)}")
+    prefix = "PARTIAL: " if summary.completeness == PARTIAL else ""
+    return f"{prefix}Speculative decoding, end-to-end: " + "; ".join(parts) + "."
+
+
+def describe_speedup(interval: stats.Interval) -> str:
+    if interval.point is None:
+        return "not measured"
+    text = f"{interval.point:.2f}x"
+    if not interval.known:
+        return text + " (no CI: too few requests)"
+    assert interval.low is not None and interval.high is not None
+    clear = "faster" if interval.low > 1 else "slower" if interval.high < 1 else "no clear difference"
+    return f"{text} ({interval.confidence:.0%} CI {interval.low:.2f}-{interval.high:.2f}, {clear})"
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _group_by(records: Iterable[RequestRecord], key) -> dict[str, list[RequestRecord]]:  # noqa: ANN001
+    groups: dict[str, list[RequestRecord]] = {}
+    for record in records:
+        groups.setdefault(key(record), []).append(record)
+    return groups
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _variant_order(plan: Mapping[str, Any], deployment: Mapping[str, Any], records: Sequence[RequestRecord]) -> list[str]:
+    """The run's endpoints (a manual run may drive only some deployed services), else the deployed
+    variants, then any other variant the records name."""
+    named = [e.get("name") for e in plan.get("endpoints", []) if isinstance(e, dict)]
+    if not named:
+        named = [v.get("name") for v in deployment.get("variants", []) if isinstance(v, dict)]
+    return _unique([n for n in named if n] + sorted({r.variant for r in records}))
+
+
+def _baseline_of(deployment: Mapping[str, Any], plan: Mapping[str, Any], variants: Sequence[str]) -> str:
+    """The driven variant deployed without a draft model; else the run's first endpoint (the Job and
+    the CLI list the baseline first). A run with neither (an import) must be told."""
+    for variant in deployment.get("variants", []):
+        if isinstance(variant, dict) and variant.get("name") in variants and not variant.get("draft_model"):
+            return str(variant["name"])
+    endpoints = [e.get("name") for e in plan.get("endpoints", []) if isinstance(e, dict) and e.get("name")]
+    if endpoints:
+        return str(endpoints[0])
+    if len(variants) > 1:
+        raise ValueError(f"the run does not say which service is the baseline: name it (one of {', '.join(variants)})")
+    return variants[0] if variants else ""
+
+
+def _planned_cases(plan: Mapping[str, Any], records: Sequence[RequestRecord]) -> tuple[list[str], dict[str, str]]:
+    cases = [c for c in (plan.get("suite") or {}).get("test_cases", []) if isinstance(c, dict) and c.get("name")]
+    class_of = {c["name"]: c.get("prompt_class", "") for c in cases}
+    for record in records:
+        class_of.setdefault(record.test_case, record.prompt_class)
+    return [c["name"] for c in cases], class_of
+
+
+def _parameters(plan: Mapping[str, Any]) -> dict[str, Any]:
+    load = plan.get("load") or {}
+    keys = ("model", "max_tokens", "concurrency", "requests", "temperature", "seed", "api")
+    return {"input_tokens": plan.get("input_tokens"), "engine": plan.get("engine"), **{k: load.get(k) for k in keys if k in load}}
+
+
+def _outputs_match(records: Sequence[RequestRecord]) -> bool | None:
+    digests = {r.output_sha256 for r in records if r.ok and r.output_sha256}
+    return None if not digests else len(digests) == 1
+
+
+def _notes(run: Mapping[str, Any], cases: Sequence[Group], missing: Sequence[str]) -> list[str]:
+    notes = []
+    status = run.get("status")
+    if status and status not in FINISHED:
+        notes.append(f"run status is {status}" + (f": {run['error']}" if run.get("error") else ""))
+    if missing:
+        notes.append(f"no results yet for {len(missing)} test case(s): {', '.join(missing)}")
+    for group in cases:
+        if not group.complete:
+            counts = ", ".join(f"{v.variant} {v.requests}" for v in group.variants.values())
+            notes.append(f"{group.name}: fewer requests than planned ({counts})")
+        errors = [f"{v.variant} {v.errors}/{v.requests}" for v in group.variants.values() if v.errors]
+        if errors:
+            notes.append(f"{group.name}: failed requests ({', '.join(errors)}); latencies use the successful ones")
+        if group.outputs_match is False:
+            notes.append(f"{group.name}: outputs differ between requests at temperature 0")
+    return notes
+
+
+def _plain(value: Any) -> Any:
+    """asdict output made JSON-safe: non-finite floats become None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
