@@ -1,0 +1,1 @@
+"""The aggregation Lambda (handler.py); see stacks/results.py for how it is deployed."""

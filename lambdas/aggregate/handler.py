@@ -1,0 +1,359 @@
+"""The aggregation Lambda: rebuilds the benchmark dashboard from the latest (or the named) run.
+
+Invoked on a schedule, when a run's ``publish.json`` lands under the results prefix (EventBridge
+"Object Created"), or by hand with ``{"run_id": "..."}``. One refresh:
+    1. finds the run (from the event's object key, else the newest run id under the prefix);
+    2. reads its stored records and acceptance figures from S3: exact statistics and bootstrap CIs;
+    3. lists the benchmark's metrics in CloudWatch and reads their live p50/p90/p99 over the
+       lookback window with GetMetricData, 500 queries per call;
+    4. puts the dashboard (checked against CloudWatch's rules first);
+    5. publishes the speedups as metrics, once per distinct result (results/<run>/aggregate.json
+       records what was published, so a repeated refresh does not count a run twice).
+Every AWS call goes through one Retrier: throttling and 5xx are retried with backoff, and the
+calls are counted and returned.
+
+Dependencies: the Lambda runtime's boto3, and the standard-library modules of specbench that the
+stack packs next to this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from specbench import aggregate, dashboard, runfiles
+from specbench.aws_retry import Retrier, error_code
+from specbench.store import RunStore, S3Store
+
+log = logging.getLogger()
+log.setLevel(logging.INFO)
+
+UTC = timezone.utc  # noqa: UP017 - the same modules run on Python 3.10
+MAX_QUERIES_PER_CALL = 500  # GetMetricData
+MAX_DATUMS_PER_CALL = 1000  # PutMetricData
+# CloudWatch accepts data points up to two weeks old; older runs get a dashboard but no speedup metrics.
+MAX_METRIC_AGE = timedelta(days=14) - timedelta(hours=1)
+# Live statistics per benchmark metric; metrics not listed are not read.
+LIVE_STATISTICS: dict[str, tuple[str, ...]] = {
+    "TTFT": ("p50", "p90", "p99"),
+    "InterTokenLatency": ("p50", "p90", "p99"),
+    "TimePerOutputToken": ("p50", "p90", "p99"),
+    "EndToEndLatency": ("p50", "p90", "p99"),
+    "OutputThroughput": ("p50",),
+    "InputTokens": ("Average",),
+    "OutputTokens": ("Average",),
+    "TokensPerChunk": ("Average",),
+    "Errors": ("Sum", "SampleCount"),
+    "AcceptanceRate": ("Average",),
+    "MeanAcceptanceLength": ("Average",),
+}
+SUMMARY_FILE = "aggregate.json"
+
+
+@dataclass(frozen=True)
+class Settings:
+    bucket: str
+    prefix: str
+    dashboard_name: str
+    metrics_namespace: str
+    cluster_name: str
+    serving_namespace: str
+    baseline: str
+    draft_cost_ratio: float
+    lookback_hours: int
+    bootstrap_resamples: int
+    region: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """The stack sets every variable; a missing or malformed one names itself."""
+
+        def get(name: str) -> str:
+            value = env.get(name, "")
+            if not value:
+                raise ValueError(f"environment variable {name} is not set")
+            return value
+
+        def number(name: str, kind: type, low: float, high: float) -> Any:
+            try:
+                value = kind(get(name))
+            except ValueError as error:
+                raise ValueError(f"environment variable {name}={env.get(name)!r}: {error}") from error
+            if not low <= value <= high:
+                raise ValueError(f"environment variable {name}={value}: allowed {low} to {high}")
+            return value
+
+        prefix = get("RESULTS_PREFIX")
+        return cls(
+            bucket=get("RESULTS_BUCKET"),
+            prefix=prefix if prefix.endswith("/") else prefix + "/",
+            dashboard_name=get("DASHBOARD_NAME"),
+            metrics_namespace=get("METRICS_NAMESPACE"),
+            cluster_name=get("CLUSTER_NAME"),
+            serving_namespace=get("SERVING_NAMESPACE"),
+            baseline=get("BASELINE_VARIANT"),
+            draft_cost_ratio=number("DRAFT_COST_RATIO", float, 1e-9, 0.999999),
+            lookback_hours=number("LOOKBACK_HOURS", int, 1, 360),
+            bootstrap_resamples=number("BOOTSTRAP_RESAMPLES", int, 100, 100000),
+            region=env.get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
+        )
+
+
+def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    settings = Settings.from_env(os.environ)
+    result = refresh(event, settings, *make_clients(settings.region))
+    log.info(json.dumps(result, sort_keys=True))
+    return result
+
+
+def make_clients(region: str) -> tuple[Any, Any]:
+    """S3 and CloudWatch clients with botocore's retries off: the Retrier retries and counts every attempt."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
+    return boto3.client("s3", region_name=region, config=config), boto3.client("cloudwatch", region_name=region, config=config)
+
+
+def refresh(
+    event: Mapping[str, Any],
+    settings: Settings,
+    s3: Any,
+    cloudwatch: Any,
+    *,
+    retrier: Retrier | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    now = now or datetime.now(UTC)
+    retrier = retrier or Retrier()
+    results = S3Store(settings.bucket, settings.prefix, _RetryingS3(s3, retrier))
+
+    run_id = run_id_from_event(event, settings.prefix) or latest_run_id(s3, settings.bucket, settings.prefix, retrier)
+    summary = files = None
+    if run_id:
+        files = runfiles.load_run(RunStore(results, run_id))
+        summary = aggregate.summarize_run(
+            files.run,
+            files.records,
+            files.acceptance,
+            baseline=settings.baseline,
+            draft_cost_ratio=settings.draft_cost_ratio,
+            resamples=settings.bootstrap_resamples,
+        )
+    series = list_series(cloudwatch, settings.metrics_namespace, retrier)
+    try:
+        live = live_statistics(cloudwatch, settings.metrics_namespace, series, settings.lookback_hours, now, retrier)
+        live_error = ""
+    except (ClientError, BotoCoreError) as error:
+        # Live figures only add to the stored run's exact ones: the dashboard is still worth putting.
+        live, live_error = {}, f"{error_code(error)}: {str(error).splitlines()[0][:200]}"
+        log.warning("GetMetricData failed, dashboard built without live figures: %s", live_error)
+    body = dashboard.body(summary, dashboard_settings(settings, series), live)
+    problems = dashboard.problems(settings.dashboard_name, body)
+    if problems:
+        raise ValueError("dashboard body breaks CloudWatch's rules: " + "; ".join(problems[:10]))
+    response = retrier.call(
+        "PutDashboard", cloudwatch.put_dashboard, DashboardName=settings.dashboard_name, DashboardBody=dashboard.to_json(body)
+    )
+    messages = response.get("DashboardValidationMessages") or []
+    published = "no run"
+    if summary is not None and files is not None:
+        published = publish_speedups(summary, settings, cloudwatch, RunStore(results, run_id), files.keys, now, retrier)
+    return {
+        "run_id": run_id or None,
+        "completeness": summary.completeness if summary else aggregate.NO_DATA,
+        "verdict": summary.verdict if summary else "No data yet.",
+        "widgets": len(body["widgets"]),
+        "live_series": len(series),
+        "live_values": len(live),
+        "live_error": live_error,
+        "speedup_metrics": published,
+        "dashboard_validation_messages": messages,
+        "aws_calls": dict(sorted(retrier.calls.items())),
+        "aws_calls_total": retrier.total_calls,
+        "retries": retrier.retries,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+# --- which run -----------------------------------------------------------------------------------
+
+
+def run_id_from_event(event: Mapping[str, Any], prefix: str) -> str:
+    """The run named by a manual invocation or by an S3 "Object Created" event; "" for a schedule."""
+    if isinstance(event.get("run_id"), str):
+        return event["run_id"]
+    key = ((event.get("detail") or {}).get("object") or {}).get("key", "")
+    if key.startswith(prefix) and key.count("/") >= prefix.count("/") + 1:
+        return key[len(prefix) :].split("/", 1)[0]
+    return ""
+
+
+def latest_run_id(s3: Any, bucket: str, prefix: str, retrier: Retrier) -> str:
+    """The greatest run id under the prefix: run ids start with their UTC start time (YYYYmmddTHHMMSSZ)."""
+    pages = _RetryingS3(s3, retrier).paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
+    return max((p["Prefix"][len(prefix) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", [])), default="")
+
+
+class _RetryingS3:
+    """The S3 calls specbench.store makes, through the Retrier (its paginator becomes explicit pages)."""
+
+    def __init__(self, client: Any, retrier: Retrier) -> None:
+        self.client, self.retrier = client, retrier
+
+    def get_object(self, **kwargs: Any) -> Any:
+        return self.retrier.call("GetObject", self.client.get_object, **kwargs)
+
+    def put_object(self, **kwargs: Any) -> Any:
+        return self.retrier.call("PutObject", self.client.put_object, **kwargs)
+
+    def get_paginator(self, operation: str) -> Any:
+        if operation != "list_objects_v2":
+            raise ValueError(f"unexpected paginator {operation}")
+        return self
+
+    def paginate(self, **kwargs: Any) -> Any:
+        token = None
+        while True:
+            page = self.retrier.call(
+                "ListObjectsV2", self.client.list_objects_v2, **kwargs, **({"ContinuationToken": token} if token else {})
+            )
+            yield page
+            token = page.get("NextContinuationToken")
+            if not token:
+                return
+
+
+# --- live figures from CloudWatch -----------------------------------------------------------------
+
+Series = tuple[str, str, str, str]  # (metric, variant, prompt class, test case)
+
+
+def list_series(cloudwatch: Any, namespace: str, retrier: Retrier) -> list[Series]:
+    """Every benchmark metric per test case in the namespace (the {Variant, PromptClass, TestCase} set)."""
+    found = []
+    token = None
+    while True:
+        kwargs = {"Namespace": namespace, "Dimensions": [{"Name": "TestCase"}], **({"NextToken": token} if token else {})}
+        page = retrier.call("ListMetrics", cloudwatch.list_metrics, **kwargs)
+        for metric in page.get("Metrics", []):
+            dims = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+            if metric["MetricName"] in LIVE_STATISTICS and set(dims) == {"Variant", "PromptClass", "TestCase"}:
+                found.append((metric["MetricName"], dims["Variant"], dims["PromptClass"], dims["TestCase"]))
+        token = page.get("NextToken")
+        if not token:
+            return sorted(set(found))
+
+
+def live_queries(namespace: str, series: list[Series], period_s: int) -> list[tuple[dashboard.LiveKey, dict[str, Any]]]:
+    queries = []
+    for metric, variant, prompt_class, case in series:
+        dimensions = [{"Name": n, "Value": v} for n, v in (("Variant", variant), ("PromptClass", prompt_class), ("TestCase", case))]
+        for stat in LIVE_STATISTICS[metric]:
+            metric_id = {"Namespace": namespace, "MetricName": metric, "Dimensions": dimensions}
+            query = {"Id": f"q{len(queries)}", "MetricStat": {"Metric": metric_id, "Period": period_s, "Stat": stat}, "ReturnData": True}
+            queries.append(((variant, prompt_class, case, metric, stat), query))
+    return queries
+
+
+def live_window(lookback_hours: int, now: datetime) -> tuple[datetime, datetime, int]:
+    """One period covering the window: CloudWatch rounds a start time down to the hour for periods of
+    an hour or more, so the window starts on an hour and ends an hour later than ``now`` at most."""
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    start = hour - timedelta(hours=lookback_hours - 1)
+    return start, hour + timedelta(hours=1), lookback_hours * 3600
+
+
+def live_statistics(
+    cloudwatch: Any, namespace: str, series: list[Series], lookback_hours: int, now: datetime, retrier: Retrier
+) -> dict[dashboard.LiveKey, float]:
+    """GetMetricData over the window, at most 500 queries per call; a statistic without data is absent."""
+    start, end, period = live_window(lookback_hours, now)
+    queries = live_queries(namespace, series, period)
+    key_of = {query["Id"]: key for key, query in queries}
+    values: dict[dashboard.LiveKey, float] = {}
+    for first in range(0, len(queries), MAX_QUERIES_PER_CALL):
+        batch = [query for _, query in queries[first : first + MAX_QUERIES_PER_CALL]]
+        token = None
+        while True:
+            kwargs = {"MetricDataQueries": batch, "StartTime": start, "EndTime": end, **({"NextToken": token} if token else {})}
+            page = retrier.call("GetMetricData", cloudwatch.get_metric_data, **kwargs)
+            for result in page.get("MetricDataResults", []):
+                if result.get("Values"):
+                    values[key_of[result["Id"]]] = float(result["Values"][0])
+            token = page.get("NextToken")
+            if not token:
+                break
+    return values
+
+
+def dashboard_settings(settings: Settings, series: list[Series]) -> dashboard.DashboardSettings:
+    return dashboard.DashboardSettings(
+        name=settings.dashboard_name,
+        region=settings.region,
+        metrics_namespace=settings.metrics_namespace,
+        cluster_name=settings.cluster_name,
+        serving_namespace=settings.serving_namespace,
+        lookback_hours=settings.lookback_hours,
+        baseline=settings.baseline,
+        discovered_cases={case: prompt_class for _, _, prompt_class, case in series},
+        discovered_variants=sorted({variant for _, variant, _, _ in series}),
+    )
+
+
+# --- the speedups as metrics ---------------------------------------------------------------------
+
+
+def publish_speedups(
+    summary: aggregate.RunSummary,
+    settings: Settings,
+    cloudwatch: Any,
+    run: RunStore,
+    keys: list[str],
+    now: datetime,
+    retrier: Retrier,
+) -> str:
+    """PutMetricData of the run's speedups, unless this same result was published before."""
+    digest = hashlib.sha256(json.dumps(summary.to_dict(), sort_keys=True).encode()).hexdigest()
+    previous = json.loads(run.read(SUMMARY_FILE)) if SUMMARY_FILE in keys else {}
+    if previous.get("digest") == digest and previous.get("speedup_metrics") == "published":
+        return "already published"
+    timestamp = _run_time(summary) or now
+    if summary.status == "running":
+        # A growing run's speedups change; publishing each would average them in CloudWatch.
+        state = "run in progress: published once it ends"
+    elif now - timestamp > MAX_METRIC_AGE:
+        state = "run older than CloudWatch accepts (two weeks)"
+    else:
+        datums = dashboard.speedup_datums(summary, timestamp)
+        for first in range(0, len(datums), MAX_DATUMS_PER_CALL):
+            retrier.call(
+                "PutMetricData",
+                cloudwatch.put_metric_data,
+                Namespace=settings.metrics_namespace,
+                MetricData=datums[first : first + MAX_DATUMS_PER_CALL],
+            )
+        state = "published" if datums else "nothing to publish"
+    run.write(SUMMARY_FILE, json.dumps({"digest": digest, "speedup_metrics": state, "summary": summary.to_dict()}, indent=1))
+    return state
+
+
+def _run_time(summary: aggregate.RunSummary) -> datetime | None:
+    """The run's finish time (its start while it runs): the timestamp its speedups are published at."""
+    for text in (summary.finished, summary.started):
+        try:
+            moment = datetime.fromisoformat(text)
+        except (TypeError, ValueError):
+            continue
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return None

@@ -1,0 +1,247 @@
+"""The aggregation Lambda's handler against moto (S3, ListMetrics, PutDashboard, PutMetricData) and,
+for the percentile queries moto cannot answer, a CloudWatch client stubbed with botocore's Stubber."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from lambdas.aggregate import handler
+from specbench import dashboard, results
+from specbench.aws_retry import Retrier
+from specbench.store import RunStore, S3Store
+from tests import runs
+
+REGION = "us-east-2"
+BUCKET = "specdecode-test-data"
+NAMESPACE = "Qwen/LLMPerf"
+NOW = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+ENV = runs.handler_environment(BUCKET, REGION, resamples=200)
+
+
+SETTINGS = handler.Settings.from_env(ENV)
+
+
+class CloudWatch:
+    """moto for everything but GetMetricData, which goes to a stubbed client."""
+
+    def __init__(self, moto_client, stubbed_client) -> None:
+        self.moto, self.stubbed = moto_client, stubbed_client
+
+    def __getattr__(self, name: str):
+        return getattr(self.stubbed if name == "get_metric_data" else self.moto, name)
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        stubbed = boto3.client("cloudwatch", region_name=REGION)
+        stubber = Stubber(stubbed)
+        stubber.activate()
+        yield s3, CloudWatch(boto3.client("cloudwatch", region_name=REGION), stubbed), stubber
+
+
+def run_store(s3, run_id: str) -> RunStore:
+    return RunStore(S3Store(BUCKET, "results/", s3), run_id)
+
+
+def stored_run(s3, cloudwatch, run_id="20261129T100000Z-aaaaaa", **options) -> RunStore:
+    """A run as the Job leaves it: files in S3, metrics in CloudWatch, publish.json last."""
+    store = run_store(s3, run_id)
+    # 4 requests per test case and service: moto's ListMetrics compares every stored value with every other.
+    runs.write_run(store, **{"requests": 4, **options})
+    report = results.publish_run(store, NAMESPACE, REGION, client=cloudwatch.moto)
+    assert report.ok
+    return store
+
+
+def empty_live(stubber, calls=1) -> None:
+    for _ in range(calls):
+        stubber.add_response("get_metric_data", {"MetricDataResults": []})
+
+
+def refresh(event, s3, cloudwatch, **kwargs):
+    return handler.refresh(event, SETTINGS, s3, cloudwatch, retrier=kwargs.pop("retrier", Retrier(sleep=lambda s: None)), now=NOW, **kwargs)
+
+
+def put_body(cloudwatch) -> dict:
+    return json.loads(cloudwatch.moto.get_dashboard(DashboardName=SETTINGS.dashboard_name)["DashboardBody"])
+
+
+def publish_event(run_id: str) -> dict:
+    return {"source": "aws.s3", "detail-type": "Object Created", "detail": {"object": {"key": f"results/{run_id}/publish.json"}}}
+
+
+def test_no_data_yet(aws):
+    s3, cloudwatch, stubber = aws
+    result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
+    body = put_body(cloudwatch)
+    assert result["completeness"] == "no data" and result["run_id"] is None
+    assert "No data yet" in body["widgets"][0]["properties"]["markdown"]
+    assert dashboard.problems(SETTINGS.dashboard_name, body) == []
+    # nothing listed, so nothing to query: one listing of runs, one of metrics, the dashboard
+    assert result["aws_calls"] == {"ListMetrics": 1, "ListObjectsV2": 1, "PutDashboard": 1}
+    stubber.assert_no_pending_responses()
+
+
+def test_a_landed_run_builds_the_dashboard_and_publishes_speedups_once(aws):
+    s3, cloudwatch, stubber = aws
+    store = stored_run(s3, cloudwatch)
+    empty_live(stubber, 2)
+    first = refresh(publish_event(store.run_id), s3, cloudwatch)
+    body = put_body(cloudwatch)
+    assert first["completeness"] == "complete" and first["speedup_metrics"] == "published"
+    assert first["verdict"].startswith("Speculative decoding, end-to-end: structured")
+    assert first["widgets"] == len(body["widgets"]) == 14
+    assert "counting (structured)" in body["widgets"][1]["properties"]["markdown"]
+    # 4 test cases: run folder listed once, run.json + 4 records + 4 acceptance files read, summary written
+    assert first["aws_calls"] == {
+        "GetMetricData": 1,
+        "GetObject": 9,
+        "ListMetrics": first["aws_calls"]["ListMetrics"],
+        "ListObjectsV2": 1,
+        "PutDashboard": 1,
+        "PutMetricData": 1,
+        "PutObject": 1,
+    }
+    speedups = cloudwatch.moto.list_metrics(Namespace=NAMESPACE, MetricName="Speedup")["Metrics"]
+    assert {"Name": "TestCase", "Value": "counting"} in [d for m in speedups for d in m["Dimensions"]]
+    summary = json.loads(store.read("aggregate.json"))
+    assert summary["speedup_metrics"] == "published" and summary["summary"]["run_id"] == store.run_id
+
+    again = refresh(publish_event(store.run_id), s3, cloudwatch)
+    assert again["speedup_metrics"] == "already published" and "PutMetricData" not in again["aws_calls"]
+    assert put_body(cloudwatch) == body  # idempotent
+    stubber.assert_no_pending_responses()
+
+
+def test_schedule_picks_the_newest_run(aws):
+    s3, cloudwatch, stubber = aws
+    stored_run(s3, cloudwatch, "20261128T090000Z-older1")
+    stored_run(s3, cloudwatch, "20261129T100000Z-newer2", cases=runs.CASES[:2])
+    empty_live(stubber)
+    result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
+    assert result["run_id"] == "20261129T100000Z-newer2"
+
+
+def test_a_running_partial_run_is_shown_partial_and_not_published(aws):
+    s3, cloudwatch, stubber = aws
+    store = stored_run(s3, cloudwatch, cases=runs.CASES[:1], planned=runs.CASES, status="running", finished="")
+    empty_live(stubber)
+    result = refresh({"run_id": store.run_id}, s3, cloudwatch)
+    assert result["completeness"] == "partial" and result["speedup_metrics"].startswith("run in progress")
+    assert "**PARTIAL DATA**" in put_body(cloudwatch)["widgets"][0]["properties"]["markdown"]
+    assert cloudwatch.moto.list_metrics(Namespace=NAMESPACE, MetricName="Speedup")["Metrics"] == []
+
+
+def test_a_run_older_than_cloudwatch_accepts_gets_a_dashboard_but_no_metrics(aws):
+    s3, cloudwatch, stubber = aws
+    store = stored_run(s3, cloudwatch, started="2026-11-01T10:00:00+00:00", finished="2026-11-01T11:00:00+00:00")
+    empty_live(stubber)
+    result = refresh({"run_id": store.run_id}, s3, cloudwatch)
+    assert result["speedup_metrics"] == "run older than CloudWatch accepts (two weeks)" and "PutMetricData" not in result["aws_calls"]
+
+
+def live_response(queries, value_of) -> dict:
+    return {"MetricDataResults": [{"Id": q["Id"], "Label": q["Id"], "StatusCode": "Complete", "Values": [value_of(q)]} for q in queries]}
+
+
+def test_live_percentiles_are_batched_at_500_queries_and_fill_the_table(aws):
+    """No stored run, metrics in CloudWatch only. Per test case, each service has 18 statistics
+    (p50/p90/p99 of 4 latencies, throughput p50, 3 averages, errors Sum and SampleCount) and the
+    speculative one 2 acceptance averages: 38. The reference suite's 8 test cases need 304 queries
+    (one call); 16 need 608: two calls, 500 + 108."""
+    s3, cloudwatch, stubber = aws
+    series = [
+        (metric, variant, "structured", f"case-{i:02d}")
+        for i in range(16)
+        for variant in (runs.BASELINE, runs.SPECULATIVE)
+        for metric in handler.LIVE_STATISTICS
+        if variant == runs.SPECULATIVE or not metric.startswith(("Acceptance", "MeanAcceptance"))
+    ]
+    queries = [query for _, query in handler.live_queries(NAMESPACE, series, 24 * 3600)]
+    assert len(queries) == 16 * (2 * 18 + 2) == 608
+
+    def value_of(query):  # baseline 3x slower than the speculative service on every metric
+        dims = {d["Name"]: d["Value"] for d in query["MetricStat"]["Metric"]["Dimensions"]}
+        return 3.0 if dims["Variant"] == runs.BASELINE else 1.0
+
+    start, end, period = handler.live_window(24, NOW)
+    assert (start, end, period) == (datetime(2026, 11, 28, 12, tzinfo=timezone.utc), datetime(2026, 11, 29, 12, tzinfo=timezone.utc), 86400)
+    for batch in (queries[:500], queries[500:]):
+        stubber.add_response(
+            "get_metric_data", live_response(batch, value_of), {"MetricDataQueries": batch, "StartTime": start, "EndTime": end}
+        )
+    values = handler.live_statistics(cloudwatch, NAMESPACE, series, 24, NOW, Retrier(sleep=lambda s: None))
+    stubber.assert_no_pending_responses()
+    assert len(values) == 608
+    assert values[(runs.BASELINE, "structured", "case-03", "TTFT", "p99")] == 3.0
+
+    settings = handler.dashboard_settings(SETTINGS, series)
+    table = dashboard.speedup_markdown(None, settings, values)
+    assert table.count("| 3.00x | 3.00x | 3.00x | 3.00x |") == 16
+
+
+def test_throttling_is_retried_and_counted(aws):
+    s3, cloudwatch, stubber = aws
+    series = [("TTFT", runs.BASELINE, "structured", "counting")]
+    stubber.add_client_error("get_metric_data", "Throttling", "Rate exceeded", 400)
+    stubber.add_client_error("get_metric_data", "InternalServiceFault", "oops", 500)
+    stubber.add_response("get_metric_data", {"MetricDataResults": []})
+    waits = []
+    retrier = Retrier(sleep=waits.append)
+    assert handler.live_statistics(cloudwatch, NAMESPACE, series, 24, NOW, retrier) == {}
+    assert retrier.calls == {"GetMetricData": 3} and retrier.retries == 2 and len(waits) == 2 and waits[1] > waits[0] / 2
+
+
+def test_a_refused_live_read_still_puts_the_dashboard(aws):
+    s3, cloudwatch, stubber = aws
+    store = stored_run(s3, cloudwatch)
+    stubber.add_client_error("get_metric_data", "AccessDenied", "not allowed", 403)
+    result = refresh({"run_id": store.run_id}, s3, cloudwatch)
+    assert "AccessDenied" in result["live_error"] and result["aws_calls"]["GetMetricData"] == 1 and result["retries"] == 0
+    assert result["completeness"] == "complete" and put_body(cloudwatch)["widgets"]
+
+
+@pytest.mark.parametrize(
+    ("event", "run_id"),
+    [
+        ({"run_id": "r-1"}, "r-1"),
+        ({"detail": {"object": {"key": "results/20261129T100000Z-abc/publish.json"}}}, "20261129T100000Z-abc"),
+        ({"detail": {"object": {"key": "models/x/publish.json"}}}, ""),
+        ({"detail": {"object": {"key": "results/publish.json"}}}, ""),
+        ({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}, ""),
+    ],
+)
+def test_run_id_from_event(event, run_id):
+    assert handler.run_id_from_event(event, "results/") == run_id
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"RESULTS_BUCKET": ""}, "RESULTS_BUCKET is not set"),
+        ({"DRAFT_COST_RATIO": "abc"}, "DRAFT_COST_RATIO='abc'"),
+        ({"DRAFT_COST_RATIO": "1.5"}, "DRAFT_COST_RATIO=1.5: allowed"),
+        ({"LOOKBACK_HOURS": "0"}, "LOOKBACK_HOURS=0: allowed 1 to 360"),
+        ({"BOOTSTRAP_RESAMPLES": "5"}, "BOOTSTRAP_RESAMPLES=5: allowed"),
+    ],
+)
+def test_settings_name_the_bad_variable(change, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        handler.Settings.from_env({**ENV, **change})
+
+
+def test_settings_from_env():
+    assert SETTINGS.prefix == "results/" and SETTINGS.draft_cost_ratio == 0.1 and SETTINGS.region == REGION
