@@ -170,6 +170,23 @@ class BenchmarkSettings:
 
 
 @dataclass(frozen=True)
+class ResultsSettings:
+    dashboard_name: str = setting("SpecDecode-Benchmark", "CloudWatch dashboard the aggregation Lambda writes (1-255 of A-Z a-z 0-9 - _).")
+    refresh_minutes: int = setting(
+        15, "Minutes between scheduled runs of the aggregation Lambda (1 to 1440); it also runs when a run's `publish.json` lands."
+    )
+    lookback_hours: int = setting(
+        24, "Window of the dashboard's live CloudWatch widgets and of the Lambda's GetMetricData, hours (1 to 360)."
+    )
+    draft_cost_ratio: float = setting(
+        0.1,
+        "`c` in the speedup model `S = E / (k*c + 1)` (`E` tokens expected per target step, `k` proposed): cost of one "
+        "draft step relative to one target step, for the dashboard's expected speedup (greater than 0, less than 1).",
+    )
+    bootstrap_resamples: int = setting(2000, "Bootstrap resamples of each speedup's 95% confidence interval (100 to 100000).")
+
+
+@dataclass(frozen=True)
 class AddonSettings:
     neuron_helm_chart_version: str = setting("1.10.0", "Version of `oci://public.ecr.aws/neuron/neuron-helm-chart`.")
     neuron_scheduler: bool = setting(
@@ -206,6 +223,7 @@ class PlatformConfig:
     neuron_nodes: NeuronNodeSettings = field(default_factory=NeuronNodeSettings)
     serving: ServingSettings = field(default_factory=ServingSettings)
     benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
+    results: ResultsSettings = field(default_factory=ResultsSettings)
     addons: AddonSettings = field(default_factory=AddonSettings)
     data: DataSettings = field(default_factory=DataSettings)
 

@@ -26,6 +26,7 @@ SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 # CloudWatch namespaces: printable ASCII without ':' first, not starting with 'AWS/'.
 NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}$")
+DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
 # Kubernetes object names (RFC 1123 labels): namespaces, Services, Deployments.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -390,6 +391,17 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
 
 
+def results_rules(c: PlatformConfig) -> Iterable[Problem]:
+    r = c.results
+    if not DASHBOARD_NAME.fullmatch(r.dashboard_name):
+        yield Problem("results.dashboard_name", r.dashboard_name, "is not a CloudWatch dashboard name", "1-255 of A-Z a-z 0-9 - _")
+    yield from _range("results.refresh_minutes", r.refresh_minutes, 1, 1440)
+    yield from _range("results.lookback_hours", r.lookback_hours, 1, 360)
+    if not 0.0 < r.draft_cost_ratio < 1.0:  # also catches nan
+        yield Problem("results.draft_cost_ratio", r.draft_cost_ratio, "is out of range", "greater than 0.0 and less than 1.0")
+    yield from _range("results.bootstrap_resamples", r.bootstrap_resamples, 100, 100000)
+
+
 def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
     """A custom suite file must exist and parse: the same check ``specbench run --suite`` makes,
     so a bad file stops synth instead of failing the Job after deploy."""
@@ -444,6 +456,7 @@ RULES: tuple[Rule, ...] = (
     neuron_node_rules,
     serving_rules,
     benchmark_rules,
+    results_rules,
     addon_rules,
     data_rules,
 )

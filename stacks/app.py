@@ -17,7 +17,7 @@ PLATFORM_STACK = "SpecDecodePlatform"
 
 def build_app(app: App, config: PlatformConfig) -> tuple[DataStack, PlatformStack]:
     env = Environment(account=config.env.account, region=config.env.region)
-    data = DataStack(app, DATA_STACK, config=config, env=env, description="Spec-decode benchmark: data bucket")
+    data = DataStack(app, DATA_STACK, config=config, env=env, description="Spec-decode benchmark: data bucket and results dashboard")
     platform = PlatformStack(
         app,
         PLATFORM_STACK,

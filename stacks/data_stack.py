@@ -1,5 +1,6 @@
-"""Data stack: the long-lived bucket, in its own stack so the cluster can be destroyed and rebuilt
-(``cdk destroy SpecDecodePlatform``) while weights, compiled artifacts and results stay put."""
+"""Data stack: the long-lived bucket and the results dashboard, in their own stack so the cluster
+can be destroyed and rebuilt (``cdk destroy SpecDecodePlatform``) while weights, compiled
+artifacts, results and their dashboard stay put."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from constructs import Construct
 
 from config import PlatformConfig, layout
 
+from .log_policy import retention_period
+from .results import ResultsDashboard, ResultsDashboardProps
 from .storage import DataBucket, DataBucketProps
 
 
@@ -27,3 +30,23 @@ class DataStack(Stack):
         CfnOutput(self, "DataBucketName", value=self.bucket.bucket_name, description="Weights, artifacts and results")
         for name, prefix in (("Models", layout.MODELS_PREFIX), ("Artifacts", layout.ARTIFACTS_PREFIX), ("Results", layout.RESULTS_PREFIX)):
             CfnOutput(self, f"{name}Uri", value=f"s3://{self.bucket.bucket_name}/{prefix}")
+        r = config.results
+        self.results = ResultsDashboard(
+            self,
+            "Results",
+            ResultsDashboardProps(
+                bucket=self.bucket,
+                dashboard_name=r.dashboard_name,
+                metrics_namespace=config.benchmark.metrics_namespace,
+                cluster_name=config.cluster.name,
+                serving_namespace=config.serving.namespace,
+                baseline_variant=config.serving.baseline_service,
+                draft_cost_ratio=r.draft_cost_ratio,
+                bootstrap_resamples=r.bootstrap_resamples,
+                lookback_hours=r.lookback_hours,
+                refresh_minutes=r.refresh_minutes,
+                log_retention=retention_period(config.data.log_retention_days),
+            ),
+        )
+        CfnOutput(self, "DashboardUrl", value=self.results.dashboard_url, description="Benchmark results dashboard")
+        CfnOutput(self, "AggregatorFunctionName", value=self.results.function.function_name, description="Results aggregation Lambda")

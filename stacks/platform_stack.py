@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from aws_cdk import Aspects, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from charts import benchmark_spec, serving_plan
-from config import PlatformConfig, catalog
+from config import PlatformConfig
 
 from .addons import (
     ContainerInsightsAddOn,
@@ -21,7 +20,7 @@ from .addons import (
     NeuronHelmProps,
 )
 from .cluster import ClusterProps, SystemNodeGroupProps, TrainiumCluster
-from .log_policy import LogGroupPolicy
+from .log_policy import LogGroupPolicy, retention_period
 from .network import Network, NetworkProps
 from .neuron_nodes import NeuronNodeGroup, NeuronNodeGroupProps
 from .serving import ServingWorkloads, ServingWorkloadsProps
@@ -41,7 +40,7 @@ class PlatformStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._azs = list(config.env.availability_zones)
-        retention = _retention(config.data.log_retention_days)
+        retention = retention_period(config.data.log_retention_days)
 
         self.network = Network(
             self,
@@ -147,9 +146,3 @@ class PlatformStack(Stack):
     def availability_zones(self) -> list[str]:
         # The configured AZs, so synth needs no AZ lookup (and no credentials) in any account.
         return self._azs
-
-
-def _retention(days: int) -> logs.RetentionDays:
-    """CloudWatch retention enum for a period in days (config validation allows only these periods)."""
-    periods = [r for r in logs.RetentionDays if r is not logs.RetentionDays.INFINITE]
-    return dict(zip(catalog.LOG_RETENTION_DAYS, periods, strict=True))[days]

@@ -1,5 +1,5 @@
-"""Storage: one bucket for model weights, compiled Neuron artifacts and benchmark results, the
-Pod Identity role that may touch the model-cache prefixes, and the benchmark Job's role that may
+"""Storage: one bucket for model weights, compiled Neuron artifacts and benchmark results (its
+object events sent to EventBridge), the Pod Identity role that may touch the model-cache prefixes, and the benchmark Job's role that may
 touch only ``results/`` (and publish its metrics).
 
 Prefixes are fixed in config.layout (models/, neuron-artifacts/, results/). The bucket is
@@ -96,6 +96,13 @@ class DataBucket(Construct):
                 )
             ],
             **common,
+        )
+        # Object events go to EventBridge, where the results aggregator's rule picks out each run's
+        # publish.json. Set on the L1 bucket: the L2's event_bridge_enabled goes through the
+        # BucketNotifications custom resource, one more Lambda (with an AWS-managed policy) for one flag.
+        cfn_bucket = self.bucket.node.default_child
+        cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
+            event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(event_bridge_enabled=True)
         )
         self.model_cache_role = pod_identity_role(
             self,

@@ -5,9 +5,10 @@ as collection ends, so they overlap with each other and with the pure-Python tes
 - ``cli``: the real CDK CLI (``npx cdk synth``) on the defaults, offline;
 - ``direct``: ``python app.py`` on the defaults (must equal ``cli``);
 - ``variant``: the non-default paths switched on (capacity block, private endpoint, admin
-  principals, bucket deleted on destroy), synthesized with the project's cdk-nag acknowledgments
-  switched off (tests/synth_unacknowledged.py): its templates serve the template tests, its
-  validation report shows that the acknowledgments cover exactly what cdk-nag finds.
+  principals, bucket deleted on destroy, other results settings), synthesized with the project's
+  cdk-nag acknowledgments switched off (tests/synth_unacknowledged.py): its templates serve the
+  template tests, its validation report shows that the acknowledgments cover exactly what cdk-nag
+  finds.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ VARIANT_CONTEXT = {
     "serving.hf_token_secret_arn": HF_TOKEN_SECRET_ARN,
     "serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4",
     "neuron_nodes.max_size": "2",
+    "results.dashboard_name": "SpecDecode-Variant",
+    "results.refresh_minutes": "1",
+    "results.lookback_hours": "48",
+    "results.draft_cost_ratio": "0.25",
+    "results.bootstrap_resamples": "500",
 }
 
 

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import app as entry  # noqa: E402
 import stacks.nag  # noqa: E402
+import stacks.results  # noqa: E402
 import stacks.storage  # noqa: E402
 
 
@@ -23,4 +24,5 @@ def _no_acknowledgment(*args: object, **kwargs: object) -> None:
 if __name__ == "__main__":
     stacks.nag.acknowledge = _no_acknowledgment
     stacks.storage.acknowledge = _no_acknowledgment
+    stacks.results.acknowledge = _no_acknowledgment
     sys.exit(entry.main(sys.argv[1:]))

@@ -25,9 +25,10 @@ def _benchmark_role(data):
         data,
         "AWS::IAM::Role",
         lambda r: (
-            props(r)["AssumeRolePolicyDocument"]["Statement"][0]["Condition"]["StringEquals"].get(
-                "aws:RequestTag/kubernetes-service-account"
-            )
+            props(r)["AssumeRolePolicyDocument"]["Statement"][0]
+            .get("Condition", {})
+            .get("StringEquals", {})
+            .get("aws:RequestTag/kubernetes-service-account")
             == "specbench"
         ),
     )

@@ -473,3 +473,68 @@ def test_benchmark_types_and_image():
     assert "is not an image reference pinned by tag or digest" in only_problem(benchmark__image="python")
     config = load_config({"benchmark.temperature": "0.6", "benchmark.run_on_deploy": "false"}, {})
     assert (config.benchmark.temperature, config.benchmark.run_on_deploy) == (0.6, False)
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+def test_results_defaults_and_text_values():
+    r = load_config({}, {}).results
+    assert (r.dashboard_name, r.refresh_minutes, r.lookback_hours) == ("SpecDecode-Benchmark", 15, 24)
+    assert (r.draft_cost_ratio, r.bootstrap_resamples) == (0.1, 2000)
+    r = load_config(
+        {
+            "results.dashboard_name": "My_Bench-2",
+            "results.refresh_minutes": "1",
+            "results.lookback_hours": "360",
+            "results.draft_cost_ratio": "0.05",
+            "results.bootstrap_resamples": 100000,
+        },
+        {},
+    ).results
+    assert (r.dashboard_name, r.refresh_minutes, r.lookback_hours, r.draft_cost_ratio, r.bootstrap_resamples) == (
+        "My_Bench-2",
+        1,
+        360,
+        0.05,
+        100000,
+    )
+
+
+@pytest.mark.parametrize(
+    "key, value, allowed",
+    [
+        ("refresh_minutes", "0", "1 to 1440"),
+        ("refresh_minutes", "1441", "1 to 1440"),
+        ("lookback_hours", "0", "1 to 360"),
+        ("lookback_hours", "361", "1 to 360"),
+        ("bootstrap_resamples", "99", "100 to 100000"),
+        ("bootstrap_resamples", "100001", "100 to 100000"),
+        ("draft_cost_ratio", "0", "greater than 0.0 and less than 1.0"),
+        ("draft_cost_ratio", "1.0", "greater than 0.0 and less than 1.0"),
+        ("draft_cost_ratio", "-0.1", "greater than 0.0 and less than 1.0"),
+        ("draft_cost_ratio", "nan", "greater than 0.0 and less than 1.0"),
+        ("draft_cost_ratio", "inf", "greater than 0.0 and less than 1.0"),
+    ],
+)
+def test_results_ranges_name_the_field_and_the_allowed_values(key, value, allowed):
+    message = only_problem(**{f"results__{key}": value})
+    assert message.startswith(f"results.{key}=")
+    assert message.endswith(f"is out of range; allowed: {allowed}")
+
+
+@pytest.mark.parametrize("name", ["", "has space", "slash/name", "dots.name", "x" * 256])
+def test_dashboard_name_follows_cloudwatch_rules(name):
+    assert only_problem(results__dashboard_name=name) == (
+        f"results.dashboard_name={name!r}: is not a CloudWatch dashboard name; allowed: 1-255 of A-Z a-z 0-9 - _"
+    )
+    assert load_config({"results.dashboard_name": "x" * 255}, {}).results.dashboard_name == "x" * 255
+
+
+def test_results_types():
+    assert only_problem(results__draft_cost_ratio="cheap") == "results.draft_cost_ratio='cheap': expected a number"
+    assert only_problem(results__refresh_minutes="often") == "results.refresh_minutes='often': expected a whole number"
+    assert (
+        only_problem(results__dashbord_name="x")
+        == "results.dashbord_name='x': is not a setting; allowed: did you mean results.dashboard_name?"
+    )
