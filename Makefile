@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine (Python 3.10+, Node.js 18+ with npm):
+# Two entry points for a fresh machine (Python 3.11+, Node.js 18+ with npm):
 #   make synth   set up, then synthesize every stack offline into cdk.out/
 #   make test    set up, then run every test
 SHELL := /bin/bash
@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test deps dev-deps lint bench bench-client dist clean
+.PHONY: synth test demo deps dev-deps lint bench bench-client bench-aggregation dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -20,6 +20,10 @@ synth: deps
 
 test: dev-deps
 	$(BIN)/python -m pytest
+
+# The product's output offline, no AWS account: emulated services + moto, benchmark, dashboard, report.
+demo: dev-deps
+	$(BIN)/python scripts/demo.py --out demo-output
 
 deps: $(VENV)/.runtime node_modules/.installed
 dev-deps: deps $(VENV)/.dev
@@ -29,7 +33,7 @@ $(VENV)/.runtime: requirements.txt constraints.txt
 	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: requirements-dev.txt specbench/requirements.txt $(VENV)/.runtime
+$(VENV)/.dev: requirements-dev.txt specbench/requirements.txt specbench/requirements-report.txt $(VENV)/.runtime
 	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements-dev.txt
 	touch $@
 
@@ -53,5 +57,8 @@ bench: dev-deps
 bench-client: dev-deps
 	$(BIN)/python scripts/bench_client.py
 
+bench-aggregation: dev-deps
+	$(BIN)/python scripts/bench_aggregation.py
+
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out .pytest_cache demo-output

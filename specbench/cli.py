@@ -3,6 +3,7 @@
     python -m specbench emulate --time-scale 0.1          # baseline on :8000, speculative on :8001
     python -m specbench run --endpoint qwen-vllm=http://127.0.0.1:8000 --endpoint qwen-sd-vllm=http://127.0.0.1:8001 --no-publish
     python -m specbench publish ./results/<run_id> --region us-east-2
+    python -m specbench report <run_id>                     # ./report-<run_id>/report.html, report.md, charts
     python -m specbench suite [--suite my-suite.json]
     python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
 
@@ -77,6 +78,17 @@ def parser() -> argparse.ArgumentParser:
     publish.add_argument("--region", default=None)
     publish.add_argument("--all", action="store_true", help="republish every value, even after a partly successful publish")
 
+    report = commands.add_parser("report", help="write a stored run's report: HTML and Markdown with PNG charts")
+    report.add_argument("run", help="the run's location (a directory or s3://BUCKET/PREFIX/RUN_ID), or a run id inside --results")
+    report.add_argument("--results", default=None, help="where a bare run id is: directory or s3://BUCKET/PREFIX/ (default: ./results)")
+    report.add_argument("--out", default="", help="output directory (default: ./report-<run_id>)")
+    report.add_argument("--baseline", default=None, help="the service compared against (default: the one without a draft model)")
+    report.add_argument(
+        "--draft-cost-ratio", type=float, default=0.1, help="c, a draft step's cost in target steps, for the expected speedup (0 < c < 1)"
+    )
+    report.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
+    report.add_argument("--region", default=None)
+
     imported = commands.add_parser("import-llmperf", help="bring one llmperf results directory into a stored run")
     imported.add_argument("directory", help="llmperf's --results-dir of one service and test case")
     imported.add_argument("--variant", required=True, help="the service it measured, e.g. qwen-sd-vllm")
@@ -108,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_publish(args)
         if args.command == "import-llmperf":
             return command_import(args)
+        if args.command == "report":
+            return command_report(args)
         return command_suite(args)
     except SuiteError as error:
         print(f"specbench: {error}", file=sys.stderr)
@@ -209,6 +223,80 @@ def command_publish(args: argparse.Namespace) -> int:
     report = publish_run(store, args.namespace, args.region, unpublished_only=unpublished_only)
     print(describe_publish(report, store.location))
     return 0 if report.ok else EXIT_UNPUBLISHED
+
+
+def report_store(run: str, results: str | None, region: str | None):  # type: ignore[no-untyped-def]
+    """The RunStore of ``specbench report RUN``: RUN is a location ending in the run id (as for
+    ``publish``), or a bare run id inside ``results``. Raises ValueError on a malformed location."""
+    from .store import RunStore, open_store
+
+    text = run.rstrip("/")
+    if not text:
+        raise ValueError("report expects a run id or a run location")
+    if "/" not in text:
+        return RunStore(open_store(results or "results", region), text)
+    if results is not None:
+        raise ValueError(f"{run!r} is a run location: --results applies only to a bare run id")
+    if text.startswith("s3://") and "/" not in text[len("s3://") :]:
+        raise ValueError(f"run location {run!r}: expected s3://BUCKET/PREFIX/RUN_ID")
+    location, _, run_id = text.rpartition("/")
+    return RunStore(open_store(location or "/", region), run_id)
+
+
+def command_report(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        from .aggregate import summarize_run
+    except ImportError:  # the Job's zip leaves the results' modules out
+        print("specbench: this build has no report command; run it from a checkout of the project", file=sys.stderr)
+        return EXIT_USAGE
+    from .runfiles import load_run
+
+    if not 0.0 < args.draft_cost_ratio < 1.0:
+        print(f"specbench: --draft-cost-ratio must lie between 0 and 1 (exclusive), got {args.draft_cost_ratio}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        store = report_store(args.run, args.results, args.region)
+        files = load_run(store)
+    except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if not files.run and not files.records:
+        print(f"specbench: no run at {store.location} (neither run.json nor records/)", file=sys.stderr)
+        return EXIT_USAGE
+    services = {r.variant for r in files.records}
+    if args.baseline and services and args.baseline not in services:
+        print(f"specbench: --baseline {args.baseline}: no such service in this run ({', '.join(sorted(services))})", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        summary = summarize_run(
+            files.run,
+            files.records,
+            files.acceptance,
+            baseline=args.baseline,
+            draft_cost_ratio=args.draft_cost_ratio,
+            resamples=args.resamples,
+        )
+    except ValueError as error:  # an imported run names no baseline
+        print(f"specbench: {error}: --baseline NAME", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(args.out or f"report-{store.run_id}")
+    try:
+        from .report import write_report
+
+        written = write_report(summary, out)
+    except ImportError as error:  # matplotlib (or a library it needs) is not installed
+        print(f"specbench: the report needs matplotlib ({error}): pip install -r specbench/requirements-report.txt", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as error:  # an --out that cannot be written
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"report of run {summary.run_id or store.run_id} ({summary.completeness}) from {store.location}:")
+    for name, path in written.items():
+        print(f"  {name:<20} {path}")
+    print(summary.verdict)
+    return 0
 
 
 def run_until_signal(coroutine):  # type: ignore[no-untyped-def]
