@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from moto.server import ThreadedMotoServer  # noqa: E402
 
 from charts import benchmark_spec, serving_plan  # noqa: E402
-from config import layout, load_config  # noqa: E402
+from config import PlatformConfig, layout, load_config  # noqa: E402
 from lambdas.aggregate import handler as aggregation  # noqa: E402
 from specbench import aggregate, cli, runfiles  # noqa: E402
 from specbench.aws_retry import Retrier  # noqa: E402
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def aggregation_environment(config) -> dict[str, str]:  # noqa: ANN001
+def aggregation_environment(config: PlatformConfig) -> dict[str, str]:
     """The Lambda's environment as the stack sets it (stacks/results.py)."""
     r = config.results
     return {

@@ -10,7 +10,7 @@ the ``report`` command and the demo all call ``summarize_run``. Standard library
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -184,7 +184,15 @@ def summarize_run(
 
 
 class _GroupBuilder:
-    def __init__(self, baseline, speculative, k_of, draft_cost_ratio, expected_requests, options) -> None:  # noqa: ANN001
+    def __init__(
+        self,
+        baseline: str,
+        speculative: Sequence[str],
+        k_of: Mapping[str, int | None],
+        draft_cost_ratio: float,
+        expected_requests: int | None,
+        options: Mapping[str, Any],
+    ) -> None:
         self.baseline, self.speculative, self.k_of = baseline, speculative, k_of
         self.c, self.expected_requests, self.options = draft_cost_ratio, expected_requests, options
 
@@ -322,7 +330,7 @@ def describe_speedup(interval: stats.Interval) -> str:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _group_by(records: Iterable[RequestRecord], key) -> dict[str, list[RequestRecord]]:  # noqa: ANN001
+def _group_by(records: Iterable[RequestRecord], key: Callable[[RequestRecord], str]) -> dict[str, list[RequestRecord]]:
     groups: dict[str, list[RequestRecord]] = {}
     for record in records:
         groups.setdefault(key(record), []).append(record)

@@ -153,6 +153,41 @@ def test_a_run_older_than_cloudwatch_accepts_gets_a_dashboard_but_no_metrics(aws
     assert result["speedup_metrics"] == "run older than CloudWatch accepts (two weeks)" and "PutMetricData" not in result["aws_calls"]
 
 
+def test_a_run_id_with_nothing_stored_writes_nothing_into_the_bucket(aws):
+    s3, cloudwatch, stubber = aws
+    result = refresh(publish_event("20261129T100000Z-nosuch"), s3, cloudwatch)
+    assert result["completeness"] == "no data" and result["speedup_metrics"] == "no run"
+    assert "PutObject" not in result["aws_calls"] and s3.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
+
+
+def test_a_run_of_other_service_names_is_compared_against_its_own_baseline(aws):
+    """A run made from a laptop with endpoint names of its own: its first endpoint is the baseline."""
+    s3, cloudwatch, stubber = aws
+    store = run_store(s3, "20261129T100000Z-laptop")
+    run = runs.write_run(store, cases=runs.CASES[:1], requests=4)
+    renamed = {runs.BASELINE: "base", runs.SPECULATIVE: "spec"}
+    for key in store.keys("records/"):
+        store.write(
+            key,
+            "".join(
+                line.replace(f'"{old}"', f'"{new}"') + "\n"
+                for line in store.read(key).splitlines()
+                for old, new in renamed.items()
+                if f'"variant":"{old}"' in line
+            ),
+        )
+    run["plan"]["endpoints"] = [{"name": "base", "url": "http://b"}, {"name": "spec", "url": "http://s"}]
+    run["plan"]["deployment"] = {}
+    store.write("run.json", json.dumps(run))
+    empty_live(stubber)
+    result = refresh({"run_id": store.run_id}, s3, cloudwatch)
+    assert result["completeness"] == "complete" and result["verdict"].startswith("Speculative decoding, end-to-end: structured")
+    summary = json.loads(store.read("aggregate.json"))["summary"]
+    assert (summary["baseline"], summary["speculative"]) == ("base", ["spec"])
+    # counting's true per-token speedup is 3.0 (tests/runs.py)
+    assert summary["test_cases"][0]["comparisons"][0]["speedups"]["TimePerOutputToken"]["point"] == pytest.approx(3.0, rel=0.05)
+
+
 def live_response(queries, value_of) -> dict:
     return {"MetricDataResults": [{"Id": q["Id"], "Label": q["Id"], "StatusCode": "Complete", "Values": [value_of(q)]} for q in queries]}
 

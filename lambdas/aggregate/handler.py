@@ -142,14 +142,7 @@ def refresh(
     summary = files = None
     if run_id:
         files = runfiles.load_run(RunStore(results, run_id))
-        summary = aggregate.summarize_run(
-            files.run,
-            files.records,
-            files.acceptance,
-            baseline=settings.baseline,
-            draft_cost_ratio=settings.draft_cost_ratio,
-            resamples=settings.bootstrap_resamples,
-        )
+        summary = summarize(files, settings)
     series = list_series(cloudwatch, settings.metrics_namespace, retrier)
     try:
         live = live_statistics(cloudwatch, settings.metrics_namespace, series, settings.lookback_hours, now, retrier)
@@ -167,7 +160,7 @@ def refresh(
     )
     messages = response.get("DashboardValidationMessages") or []
     published = "no run"
-    if summary is not None and files is not None:
+    if summary is not None and files is not None and summary.completeness != aggregate.NO_DATA:
         published = publish_speedups(summary, settings, cloudwatch, RunStore(results, run_id), files.keys, now, retrier)
     return {
         "run_id": run_id or None,
@@ -184,6 +177,26 @@ def refresh(
         "retries": retrier.retries,
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def summarize(files: runfiles.RunFiles, settings: Settings) -> aggregate.RunSummary | None:
+    """The run's summary against the configured baseline; a run made with other service names (an
+    import, a laptop run) is compared against the baseline it names itself, and one that names none
+    is left out (None), with the reason logged."""
+    variants = {record.variant for record in files.records}
+    baseline = settings.baseline if settings.baseline in variants or not variants else None
+    try:
+        return aggregate.summarize_run(
+            files.run,
+            files.records,
+            files.acceptance,
+            baseline=baseline,
+            draft_cost_ratio=settings.draft_cost_ratio,
+            resamples=settings.bootstrap_resamples,
+        )
+    except ValueError as error:
+        log.warning("run not summarized: %s (it has no %s)", error, settings.baseline)
+        return None
 
 
 # --- which run -----------------------------------------------------------------------------------
