@@ -4,6 +4,7 @@ speculative decoding is, how sure we are, and why.
 Layout, top to bottom (a 24-column grid):
     header        run, what was deployed, status (PARTIAL / no data yet), the one-line verdict
     speedups      table per prompt class and test case: speedups with 95% CIs, acceptance, model
+    percentiles   table: p50/p90/p99 of the four latencies per group and service, failed requests
     latencies     per metric, both services side by side per test case (p50 bars, live from CloudWatch)
     over time     time per output token per prompt class and service; published speedups
     acceptance    acceptance rate and mean acceptance length per test case
@@ -73,6 +74,9 @@ def body(summary: RunSummary | None, settings: DashboardSettings, live: Mapping[
     grid.add(24, 6, text(header_markdown(summary, settings)))
     if cases and len(variants) > 1:
         table = speedup_markdown(summary, settings, live)
+        grid.add(24, 3 + table.count("\n"), text(table))
+    if summary is not None and summary.test_cases:
+        table = percentile_markdown(summary)
         grid.add(24, 3 + table.count("\n"), text(table))
     if cases:
         for metric in aggregate.LATENCY_METRICS:
@@ -185,6 +189,27 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                 rows.append(f"| {_md(case)} ({_md(prompt_class)}) | {_md(variant)} | " + " | ".join(cells) + " | - | - | - | - | - |")
         note = f"Live: ratio of CloudWatch p50s over the last {settings.lookback_hours} h (no stored run found: no confidence intervals)."
     return "## Speedup of speculative decoding\n\n" + head + "\n" + "\n".join(rows) + "\n\n" + note
+
+
+def percentile_markdown(summary: RunSummary) -> str:
+    """p50/p90/p99 of the four latencies per prompt class and test case and service, with error rates."""
+    units = {"EndToEndLatency": ("s", 1.0, 2), "TimePerOutputToken": ("ms", 1000.0, 1), "InterTokenLatency": ("ms", 1000.0, 1)}
+    columns = [(m, *units.get(m, ("ms", 1000.0, 0))) for m in aggregate.SPEEDUP_ORDER]
+    head = "| group | service | " + " | ".join(f"{_md(m)} p50 / p90 / p99 ({unit})" for m, unit, _, _ in columns) + " | failed |"
+    rows = [head, "|---|---|" + "---|" * (len(columns) + 1)]
+    for group in (*summary.prompt_classes, *summary.test_cases):
+        label = f"**{_md(group.name)}**" if group.kind == "prompt class" else _md(group.name)
+        for variant in group.variants.values():
+            cells = []
+            for metric, _, scale, digits in columns:
+                d = variant.distributions[metric]
+                figures = (d.p50, d.p90, d.p99)
+                cells.append("-" if d.count == 0 else " / ".join(f"{value * scale:.{digits}f}" for value in figures if value is not None))
+            rate = variant.error_rate
+            failed = f"{variant.errors}/{variant.requests}" + ("" if rate is None else f" ({rate:.0%})")
+            rows.append(f"| {label} | {_md(variant.variant)} | " + " | ".join(cells) + f" | {failed} |")
+    note = "Successful requests' latencies from the run's stored records; percentiles by linear interpolation."
+    return "## Latency percentiles\n\n" + "\n".join(rows) + "\n\n" + note
 
 
 def _live_speedup(live: Mapping[LiveKey, float], baseline: str, variant: str, prompt_class: str, case: str, metric: str) -> str:

@@ -40,8 +40,9 @@ def metric_widgets(body: dict, title_start: str) -> list[dict]:
 def test_complete_body_follows_cloudwatch_rules(complete):
     body = dashboard.body(complete, SETTINGS)
     assert dashboard.problems(SETTINGS.name, body) == []
-    # header, speedup table, 4 latency bars, TPOT over time, published speedups, 2 acceptance, errors, 3 Neuron
-    assert len(body["widgets"]) == 14
+    # header, speedup and percentile tables, 4 latency bars, TPOT over time, published speedups, 2 acceptance,
+    # errors, 3 Neuron
+    assert len(body["widgets"]) == 15
     assert body["start"] == "-PT24H"
 
 
@@ -79,6 +80,17 @@ def test_header_and_speedup_table_carry_the_run(complete):
     point = complete.group("counting").comparisons[0].speedups["EndToEndLatency"]
     assert f"{point.point:.2f}x ({point.low:.2f}-{point.high:.2f})" in counting
     assert all(row.count(" | ") == rows[0].count(" | ") for row in rows)
+
+
+def test_percentile_table_gives_each_service_its_p50_p90_p99_and_failures(tmp_path):
+    summary = summarize(tmp_path, errors=1)
+    table = dashboard.percentile_markdown(summary)
+    rows = [line for line in table.splitlines() if line.startswith("| counting |")]
+    assert [row.split(" | ")[1] for row in rows] == [runs.BASELINE, runs.SPECULATIVE]
+    spec = summary.group("counting").variants[runs.SPECULATIVE].distributions["TimePerOutputToken"]
+    assert f"{spec.p50 * 1000:.1f} / {spec.p90 * 1000:.1f} / {spec.p99 * 1000:.1f}" in rows[1]
+    assert rows[0].endswith("| 1/8 (12%) |")  # one injected failure per service and test case
+    assert table.count("| **structured** |") == 2
 
 
 def test_partial_run_is_shown_as_partial(tmp_path):
