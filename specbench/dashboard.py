@@ -30,8 +30,8 @@ from .stats import format_interval
 
 GRID_WIDTH = 24
 MAX_WIDGETS = 500
-# A guard, not a documented PutDashboard rule (the body reference documents only the 500 widgets):
-# 500 is the most a console graph shows; ours hold 16 at the reference suite's size.
+# A guard, not a documented PutDashboard rule (the body reference states only the 500 widgets);
+# the graphs here hold 16 metrics at the reference suite's size.
 MAX_METRICS_PER_WIDGET = 500
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 STAT = re.compile(r"^(Average|Sum|SampleCount|Minimum|Maximum|IQM|p\d{1,2}(\.\d+)?|p100|(tm|wm|tc|ts|pr)\d{1,2}(\.\d+)?)$")
