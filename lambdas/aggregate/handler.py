@@ -337,7 +337,8 @@ def publish_speedups(
     retrier: Retrier,
 ) -> str:
     """PutMetricData of the run's speedups, unless this same result was published before."""
-    digest = hashlib.sha256(json.dumps(summary.to_dict(), sort_keys=True).encode()).hexdigest()
+    summary_dict = summary.to_dict()
+    digest = hashlib.sha256(json.dumps(summary_dict, sort_keys=True).encode()).hexdigest()
     previous = json.loads(run.read(SUMMARY_FILE)) if SUMMARY_FILE in keys else {}
     if previous.get("digest") == digest and previous.get("speedup_metrics") == "published":
         return "already published"
@@ -357,7 +358,7 @@ def publish_speedups(
                 MetricData=datums[first : first + MAX_DATUMS_PER_CALL],
             )
         state = "published" if datums else "nothing to publish"
-    run.write(SUMMARY_FILE, json.dumps({"digest": digest, "speedup_metrics": state, "summary": summary.to_dict()}, indent=1))
+    run.write(SUMMARY_FILE, json.dumps({"digest": digest, "speedup_metrics": state, "summary": summary_dict}, indent=1))
     return state
 
 
