@@ -198,11 +198,21 @@ class AddonSettings:
         "the version skew kube-scheduler is supported at).",
         derived="`registry.k8s.io/kube-scheduler:v<cluster.kubernetes_version>.0`",
     )
+    # Defaults: versions seen ACTIVE on EKS 1.35 clusters in public deployments (stacks/addons/versions.py
+    # cites each); list what your account offers with `aws eks describe-addon-versions` (README).
     cloudwatch_observability_version: str = setting(
-        "", "Version of the `amazon-cloudwatch-observability` add-on; empty = EKS's default for the cluster version."
+        "v5.2.3-eksbuild.1",
+        "Version of the `amazon-cloudwatch-observability` add-on (`v<x.y.z>-eksbuild.<n>`); its configuration keys "
+        "are version-dependent, so it is pinned.",
     )
     mountpoint_s3_csi_version: str = setting(
-        "", "Version of the `aws-mountpoint-s3-csi-driver` add-on; empty = EKS's default for the cluster version."
+        "v2.7.0-eksbuild.1",
+        "Version of the `aws-mountpoint-s3-csi-driver` add-on (`v<x.y.z>-eksbuild.<n>`, v2 or later: only v2 accepts Pod Identity).",
+    )
+    vpc_cni_version: str = setting(
+        "v1.21.1-eksbuild.7",
+        "Version of the `vpc-cni` add-on (`v<x.y.z>-eksbuild.<n>`, v1.14 or later), installed with its network "
+        "policy agent on so the app namespace's NetworkPolicies are enforced.",
     )
 
 

@@ -14,6 +14,8 @@ from constructs import Construct
 
 from config import layout
 
+from .node_metadata import encrypted_root_volume, metadata_options
+
 ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
     eks.ClusterLoggingTypes.AUDIT,
@@ -21,8 +23,6 @@ ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     eks.ClusterLoggingTypes.SCHEDULER,
 ]
-# CloudFormation spells the AMI types with a lower-case "x86_64"; the eks_v2 enum values do not.
-SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 
 
 @dataclass(frozen=True)
@@ -100,14 +100,28 @@ class TrainiumCluster(Construct):
         ]
 
         system = props.system_nodes
+        # A launch template so IMDSv2 and root-volume encryption are this stack's choice, not the
+        # account defaults. With a launch template the disk size goes in it (EKS rejects DiskSize
+        # next to one); the instance type stays on the node group, where CDK checks it against the
+        # AMI type (it renders AL2023_X86_64_STANDARD as CloudFormation's `AL2023_x86_64_STANDARD`).
+        self.system_launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "SystemLaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                block_device_mappings=[encrypted_root_volume(system.disk_size_gib)],
+                metadata_options=metadata_options(),
+            ),
+        )
         self.system_nodes = self.cluster.add_nodegroup_capacity(
             "SystemNodes",
             instance_types=[ec2.InstanceType(system.instance_type)],
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=self.system_launch_template.ref, version=self.system_launch_template.attr_latest_version_number
+            ),
             min_size=system.min_size,
             desired_size=system.desired_size,
             max_size=system.max_size,
-            disk_size=system.disk_size_gib,
             subnets=props.node_subnets,
             labels={layout.NODE_POOL_LABEL: layout.SYSTEM_POOL},
         )
-        self.system_nodes.node.default_child.add_property_override("AmiType", SYSTEM_AMI_TYPE)

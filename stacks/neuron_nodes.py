@@ -1,10 +1,11 @@
 """Neuron node group: Trn2 managed nodes on the AL2023 Neuron AMI, tainted for Neuron workloads.
 
-aws_eks_v2 (2.275) does not know trn2 is an accelerated type: naming it in ``instance_types`` with
-the Neuron AMI type fails validation, and without an AMI type it silently picks AL2. So the
-instance type goes in the launch template and the CloudFormation AMI type is set on the L1
-resource (spelled ``AL2023_x86_64_NEURON``; the enum's value ``AL2023_X86_64_NEURON`` fails
-CloudFormation's validation). tests/test_neuron_nodes.py pins both halves of the workaround.
+aws_eks_v2 (2.275) does not know trn2 is an accelerated type: it checks the AMI type against
+``instanceTypes`` and rejects trn2 with the Neuron AMI type (its accelerated list has no ``trn``).
+So the instance type goes in the launch template and the node group gets no ``instanceTypes``; the
+typed ``ami_type=NodegroupAmiType.AL2023_X86_64_NEURON`` then passes through unchecked and renders
+as the string CloudFormation expects, ``AL2023_x86_64_NEURON`` (no L1 override needed).
+tests/test_neuron_nodes.py pins the rendered value and the upstream check that makes this necessary.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from constructs import Construct
 
 from config import layout
 
-NEURON_AMI_TYPE = "AL2023_x86_64_NEURON"
-ROOT_DEVICE = "/dev/xvda"  # AL2023 EKS AMIs boot from /dev/xvda
+from .node_metadata import encrypted_root_volume, metadata_options
 
 
 @dataclass(frozen=True)
@@ -54,21 +54,8 @@ def launch_template_data(props: NeuronNodeGroupProps) -> ec2.CfnLaunchTemplate.L
         market = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block")
     return ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
         instance_type=props.instance_type,
-        block_device_mappings=[
-            ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
-                device_name=ROOT_DEVICE,
-                ebs=ec2.CfnLaunchTemplate.EbsProperty(
-                    volume_size=props.root_volume_gib,
-                    volume_type="gp3",
-                    iops=props.root_volume_iops,
-                    throughput=props.root_volume_throughput_mibps,
-                    encrypted=True,
-                    delete_on_termination=True,
-                ),
-            )
-        ],
-        # IMDSv2 only; hop limit 2 so node agents in containers can still read the region.
-        metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(http_tokens="required", http_put_response_hop_limit=2),
+        block_device_mappings=[encrypted_root_volume(props.root_volume_gib, props.root_volume_iops, props.root_volume_throughput_mibps)],
+        metadata_options=metadata_options(),  # IMDSv2 only; hop limit and why: node_metadata.py
         capacity_reservation_specification=reservation,
         instance_market_options=market,
     )
@@ -83,6 +70,7 @@ class NeuronNodeGroup(Construct):
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
             ),
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON,
             capacity_type=capacity_type(props.capacity_mode),
             min_size=props.min_size,
             desired_size=props.desired_size,
@@ -91,4 +79,3 @@ class NeuronNodeGroup(Construct):
             labels={layout.NODE_POOL_LABEL: layout.NEURON_POOL},
             taints=[eks.TaintSpec(effect=eks.TaintEffect.NO_SCHEDULE, key=layout.NEURON_TAINT_KEY, value=layout.NEURON_TAINT_VALUE)],
         )
-        self.nodegroup.node.default_child.add_property_override("AmiType", NEURON_AMI_TYPE)

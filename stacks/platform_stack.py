@@ -18,6 +18,8 @@ from .addons import (
     MountpointS3Props,
     NeuronHelmAddOn,
     NeuronHelmProps,
+    VpcCniAddOn,
+    VpcCniProps,
 )
 from .cluster import ClusterProps, SystemNodeGroupProps, TrainiumCluster
 from .log_policy import LogGroupPolicy, retention_period
@@ -70,6 +72,11 @@ class PlatformStack(Stack):
             ),
         )
         cluster = self.eks.cluster
+        a = config.addons
+        # Network policy enforcement (VPC CNI's agent) comes before any node joins, so no pod starts
+        # unenforced; the NetworkPolicies themselves are in the serving charts.
+        self.vpc_cni = VpcCniAddOn(self, "VpcCni", VpcCniProps(cluster=cluster, version=a.vpc_cni_version))
+        self.eks.system_nodes.node.add_dependency(self.vpc_cni.addon)
         n = config.neuron_nodes
         self.neuron = NeuronNodeGroup(
             self,
@@ -88,10 +95,10 @@ class PlatformStack(Stack):
                 capacity_reservation_id=n.capacity_reservation_id,
             ),
         )
+        self.neuron.nodegroup.node.add_dependency(self.vpc_cni.addon)
         # Kubernetes-side objects go in after every node group and admin access entry exist, and so
         # are deleted before them on destroy (aws-cdk #34897: otherwise deletes can lose access).
         nodes_and_access = (self.eks.system_nodes, self.neuron.nodegroup, *self.eks.admin_access)
-        a = config.addons
         self.neuron_helm = NeuronHelmAddOn(
             self,
             "NeuronHelm",

@@ -8,6 +8,7 @@ by construction order.
 from .container_insights import ContainerInsightsAddOn, ContainerInsightsProps
 from .mountpoint_s3 import MountpointS3AddOn, MountpointS3Props
 from .neuron_helm import NeuronHelmAddOn, NeuronHelmProps
+from .vpc_cni import VpcCniAddOn, VpcCniProps
 
 __all__ = [
     "ContainerInsightsAddOn",
@@ -16,4 +17,6 @@ __all__ = [
     "MountpointS3Props",
     "NeuronHelmAddOn",
     "NeuronHelmProps",
+    "VpcCniAddOn",
+    "VpcCniProps",
 ]

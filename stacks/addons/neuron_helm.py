@@ -3,6 +3,13 @@
 
 aws_eks_v2 applies an old device-plugin manifest for inf/trn1 node groups only, never for trn2, so
 the project installs the chart itself, pinned: the kubectl handler runs ``helm pull REPO --version V``.
+
+The chart renders its parts into more than the release namespace, and creates none of them: the node
+problem detector goes to ``neuron-healthcheck-system`` (``npd.namespaceOverride`` in its values.yaml;
+templates npd-daemonset.yaml, npd-rbac.yaml, npd-config.yaml have no Namespace object, and Neuron's
+docs create it by hand). CDK's ``CreateNamespace`` covers only the release namespace, so every other
+namespace is applied here as a manifest the chart depends on: created before ``helm install``,
+deleted after ``helm uninstall``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,18 @@ from config import layout
 REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
 CHART = "neuron-helm-chart"
 RELEASE = "neuron"
+
+# The chart's parts, from its values.yaml (aws-neuron/neuron-helm-charts charts/neuron-helm-chart):
+# value path -> (enabled by default, default namespaceOverride). A part renders only when it and
+# every part above it on the path is enabled (custom-scheduler.yaml: `if and .Values.scheduler.enabled
+# .Values.scheduler.customScheduler.enabled`); an empty override means the release namespace
+# (_helpers.tpl: `default .Release.Namespace .Values.<part>.namespaceOverride`).
+CHART_PARTS: dict[tuple[str, ...], tuple[bool, str]] = {
+    ("devicePlugin",): (True, "kube-system"),
+    ("scheduler",): (False, "kube-system"),
+    ("scheduler", "customScheduler"): (True, "kube-system"),
+    ("npd",): (True, "neuron-healthcheck-system"),
+}
 
 
 @dataclass(frozen=True)
@@ -53,14 +72,51 @@ def chart_values(instance_types: Sequence[str], scheduler: bool, scheduler_image
     return {
         "neuronInstances": list(instance_types),
         "devicePlugin": {"enabled": True},
-        "npd": {"enabled": True},
+        # The detector only reads the kernel log and sets a NeuronHealth node condition, through the
+        # built-in system:node-problem-detector ClusterRole the chart binds. Its recovery mode would
+        # call autoscaling:SetInstanceHealth / DescribeAutoScalingInstances, ec2:DescribeInstances and
+        # cloudwatch:PutMetricData (Neuron docs, "Permissions for Neuron Node Problem Detector and
+        # Recovery", an IRSA role): that replaces a Trn2 node on a hardware error, which would throw
+        # away a Capacity Block instance, so it stays off (the chart's default, pinned here).
+        "npd": {"enabled": True, "nodeRecovery": {"enabled": False}},
         "scheduler": {"enabled": scheduler, "customScheduler": custom},
     }
+
+
+def _lookup(values: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for key in path:
+        values = values.get(key) or {}
+    return values
+
+
+def rendered_namespaces(values: dict[str, Any], release_namespace: str) -> set[str]:
+    """Every namespace the chart's enabled parts render into, for the values the project passes."""
+    found = set()
+    for path, (_, namespace_default) in CHART_PARTS.items():
+        chain = [path[: i + 1] for i in range(len(path))]
+        if all(_lookup(values, p).get("enabled", CHART_PARTS[p][0]) for p in chain):
+            found.add(_lookup(values, path).get("namespaceOverride", namespace_default) or release_namespace)
+    return found
+
+
+def namespace_manifest(name: str) -> dict[str, Any]:
+    # The detector runs privileged (its container reads /dev/kmsg; _helpers.tpl defaults its
+    # securityContext to `privileged: true`): say so instead of relying on the cluster default.
+    labels = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
 class NeuronHelmAddOn(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: NeuronHelmProps) -> None:
         super().__init__(scope, construct_id)
+        values = chart_values(props.instance_types, props.scheduler, props.scheduler_image)
+        extra = sorted(rendered_namespaces(values, layout.NEURON_HELM_NAMESPACE) - {layout.NEURON_HELM_NAMESPACE})
+        self.namespaces = [
+            eks.KubernetesManifest(self, f"Namespace{index}", cluster=props.cluster, manifest=[namespace_manifest(name)])
+            for index, name in enumerate(extra)
+        ]
+        for namespace in self.namespaces:
+            namespace.node.add_dependency(*props.depends_on)
         self.chart = eks.HelmChart(
             self,
             "Chart",
@@ -70,8 +126,8 @@ class NeuronHelmAddOn(Construct):
             release=RELEASE,
             version=props.version,
             namespace=layout.NEURON_HELM_NAMESPACE,
-            values=chart_values(props.instance_types, props.scheduler, props.scheduler_image),
+            values=values,
             wait=True,
             timeout=Duration.minutes(10),
         )
-        self.chart.node.add_dependency(*props.depends_on)
+        self.chart.node.add_dependency(*props.depends_on, *self.namespaces)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
@@ -17,13 +18,22 @@ def pod_identity_role(
 ) -> iam.Role:
     """A role only EKS Pod Identity may assume, and only for one service account of one cluster.
 
-    The conditions use the session tags Pod Identity sets on every AssumeRole (documented in the
-    EKS user guide, "Create IAM role with trust policy required by EKS Pod Identity").
+    The conditions use the session tags Pod Identity adds to its AssumeRole request: eks-cluster-arn,
+    eks-cluster-name, kubernetes-namespace, kubernetes-service-account, kubernetes-pod-name,
+    kubernetes-pod-uid (EKS user guide, pod-id-abac.adoc "EKS Pod Identity session tags"; trust
+    policy with sts:TagSession: pod-id-role.adoc). A trust policy sees them as request tags,
+    ``aws:RequestTag/<key>``; ``aws:PrincipalTag/<key>`` is for the session's own policies
+    afterwards. The cluster is matched by ARN, not name: a same-named cluster in another region or
+    account (or a re-created one elsewhere) has another ARN. The ARN is built from the name, so
+    roles in the data stack, created before the cluster, can use it too.
     """
+    cluster_arn = Stack.of(scope).format_arn(
+        service="eks", resource="cluster", resource_name=cluster_name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+    )
     principal = iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_conditions(
         {
             "StringEquals": {
-                "aws:RequestTag/eks-cluster-name": cluster_name,
+                "aws:RequestTag/eks-cluster-arn": cluster_arn,
                 "aws:RequestTag/kubernetes-namespace": namespace,
                 "aws:RequestTag/kubernetes-service-account": service_account,
             }
