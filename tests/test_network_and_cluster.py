@@ -90,12 +90,29 @@ def test_configured_admins_get_cluster_admin_access_entries(variant_platform):
 def test_system_node_group(platform):
     _, group = only(platform, "AWS::EKS::Nodegroup", lambda r: props(r)["Labels"] == {"specdecode/pool": "system"})
     p = props(group)
-    assert p["AmiType"] == "AL2023_x86_64_STANDARD"
+    assert p["AmiType"] == "AL2023_x86_64_STANDARD"  # the typed property, rendered as CloudFormation spells it
     assert p["InstanceTypes"] == ["m7i.xlarge"]
     assert p["ScalingConfig"] == {"DesiredSize": 2, "MaxSize": 3, "MinSize": 2}
-    assert p["DiskSize"] == 50
+    assert "DiskSize" not in p  # in the launch template (EKS rejects both)
     assert "Taints" not in p
     assert len(p["Subnets"]) == 3
+
+
+def test_system_nodes_require_imdsv2_and_an_encrypted_root_volume(platform):
+    _, group = only(platform, "AWS::EKS::Nodegroup", lambda r: props(r)["Labels"] == {"specdecode/pool": "system"})
+    template_id = props(group)["LaunchTemplate"]["Id"]["Ref"]
+    assert props(group)["LaunchTemplate"]["Version"] == {"Fn::GetAtt": [template_id, "LatestVersionNumber"]}
+    data = props(platform["Resources"][template_id])["LaunchTemplateData"]
+    assert data == {
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": "/dev/xvda",
+                "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": 50, "VolumeType": "gp3"},
+            }
+        ],
+        # Hop limit 2: the Mountpoint CSI node plugin runs in the pod network on every node (stacks/node_metadata.py).
+        "MetadataOptions": {"HttpPutResponseHopLimit": 2, "HttpTokens": "required"},
+    }
 
 
 def _warnings(assembly) -> list[str]:

@@ -21,7 +21,7 @@ def _subnet_azs(template, group):
 
 
 def test_ami_type_is_the_cloudformation_spelling_of_al2023_neuron(platform):
-    """The workaround, half 1: AmiType set on the L1 resource, lower-case x86_64."""
+    """The typed AMI type (no instance types on the group, so no trn2 check) renders lower-case x86_64."""
     group = _neuron_group(platform)
     assert props(group)["AmiType"] == "AL2023_x86_64_NEURON"
 
@@ -47,7 +47,7 @@ def test_root_volume_and_imds(platform):
         "VolumeSize": 500,
         "VolumeType": "gp3",
     }
-    # IMDSv2 only; hop limit 2 (Mountpoint CSI v2 needs it to find its region).
+    # IMDSv2 only; hop limit 2 (Mountpoint CSI v2 pods find their region through IMDS).
     assert data["MetadataOptions"] == {"HttpPutResponseHopLimit": 2, "HttpTokens": "required"}
     assert "CapacityReservationSpecification" not in data and "InstanceMarketOptions" not in data
 
@@ -99,8 +99,8 @@ def test_on_demand_reservation_targets_the_reservation_without_capacity_block_ma
 
 
 def test_upstream_still_rejects_trn2_with_the_neuron_ami_type():
-    """Pins why the workaround exists. If this starts failing, aws_eks_v2 learned that trn2 is an
-    accelerated type: drop the launch-template/AmiType override in stacks/neuron_nodes.py."""
+    """Pins why the instance type lives in the launch template. If this starts failing, aws_eks_v2
+    learned that trn2 is an accelerated type: the instance type can move back to the node group."""
     from aws_cdk import App, Stack
     from aws_cdk import aws_ec2 as ec2
     from aws_cdk import aws_eks_v2 as eks
@@ -113,6 +113,13 @@ def test_upstream_still_rejects_trn2_with_the_neuron_ami_type():
         cluster.add_nodegroup_capacity(
             "Trn2", instance_types=[ec2.InstanceType("trn2.48xlarge")], ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON
         )
-    # ...and without an AMI type it silently falls back to AL2, which has no Neuron driver.
+    # ...and without an AMI type it silently picks a standard AMI with no Neuron driver: AL2 in a bare
+    # app, AL2023 standard under the project's cdk.json flag @aws-cdk/aws-eks:defaultToAL2023.
     fallback = cluster.add_nodegroup_capacity("Trn2Default", instance_types=[ec2.InstanceType("trn2.48xlarge")])
     assert stack.resolve(fallback.node.default_child.ami_type) == "AL2_x86_64"
+    flagged = Stack(App(context={"@aws-cdk/aws-eks:defaultToAL2023": True}), "Flagged")
+    cluster = eks.Cluster(
+        flagged, "C", version=eks.KubernetesVersion.V1_35, default_capacity_type=eks.DefaultCapacityType.NODEGROUP, default_capacity=0
+    )
+    fallback = cluster.add_nodegroup_capacity("Trn2Default", instance_types=[ec2.InstanceType("trn2.48xlarge")])
+    assert flagged.resolve(fallback.node.default_child.ami_type) == "AL2023_x86_64_STANDARD"
