@@ -9,7 +9,8 @@ problem detector goes to ``neuron-healthcheck-system`` (``npd.namespaceOverride`
 templates npd-daemonset.yaml, npd-rbac.yaml, npd-config.yaml have no Namespace object, and Neuron's
 docs create it by hand). CDK's ``CreateNamespace`` covers only the release namespace, so every other
 namespace is applied here as a manifest the chart depends on: created before ``helm install``,
-deleted after ``helm uninstall``.
+deleted after ``helm uninstall``. (Newer chart sources add an ``npd.namespace.create`` switch,
+templates/npd-namespace.yaml at commit c8a2374; on a version with it on, drop the manifest here.)
 """
 
 from __future__ import annotations
