@@ -211,11 +211,12 @@ def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
             "is an accelerator instance; the system group runs add-ons",
             "a general-purpose type such as m7i.xlarge",
         )
-    elif ec2.architecture(s.instance_type) != catalog.SYSTEM_NODE_ARCHITECTURE:
+    elif (arch := ec2.architecture(s.instance_type)) != catalog.SYSTEM_NODE_ARCHITECTURE:
+        shown = "of an architecture aws-cdk-lib's naming rule cannot tell" if arch == "unknown" else arch
         yield Problem(
             "system_nodes.instance_type",
             s.instance_type,
-            f"is {ec2.architecture(s.instance_type)}, but the system nodes run the {catalog.SYSTEM_NODE_AMI_TYPE} AMI",
+            f"is {shown}, but the system nodes run the {catalog.SYSTEM_NODE_AMI_TYPE} AMI",
             f"an {catalog.SYSTEM_NODE_ARCHITECTURE} type such as m7i.xlarge (no Graviton 'g' in the family)",
         )
     yield from _group_sizes("system_nodes", s.min_size, s.desired_size, s.max_size, 20)
