@@ -16,7 +16,7 @@ from pathlib import Path
 from aws_cdk import App
 
 from config import ConfigError, load_config
-from config.validate import warnings
+from config.validate import config_warnings
 from stacks import build_app
 
 ROOT = Path(__file__).resolve().parent
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
-    for line in warnings(config):
+    for line in config_warnings(config):
         print(f"config warning: {line}", file=sys.stderr)
     build_app(app, config)
     try:

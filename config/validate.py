@@ -169,7 +169,7 @@ def public_access_problems(c: PlatformConfig) -> Iterable[Problem]:
             yield Problem(key, cidr, "is not an IPv4 CIDR (an IPv4 cluster takes no IPv6 ones)", "e.g. 198.51.100.0/24")
             continue
         if net.prefixlen == 0:
-            continue  # the whole internet: allowed, and warned about (warnings())
+            continue  # the whole internet: allowed, and warned about (config_warnings())
         special = _special_range(net, catalog.SPECIAL_IPV4_RANGES)
         private = next((what for r, what in catalog.PRIVATE_IPV4_RANGES if net.subnet_of(ipaddress.IPv4Network(r))), "")
         if special:
@@ -604,7 +604,7 @@ def validate(config: PlatformConfig, reported: Iterable[str] = ()) -> list[Probl
     return one_line_each((problem for rule in RULES for problem in rule(config)), reported)
 
 
-def warnings(config: PlatformConfig) -> list[str]:
+def config_warnings(config: PlatformConfig) -> list[str]:
     """Settings that deploy, but are a decision the user should see they made: one line each."""
     cl = config.cluster
     found = []
