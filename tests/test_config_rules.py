@@ -8,7 +8,7 @@ import json
 import pytest
 
 import app
-from config import ConfigError, catalog, ec2, load_config, subnets
+from config import ConfigError, catalog, ec2, layout, load_config, subnets
 from config.validate import config_warnings
 
 SCHEDULER = "registry.k8s.io/kube-scheduler"
@@ -262,7 +262,7 @@ def test_max_azs_of_the_layout():
 
 def test_system_nodes_run_the_ami_type_the_rule_assumes(platform):
     groups = [r["Properties"] for r in platform["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"]
-    system = [g for g in groups if g.get("InstanceTypes") == ["m7i.xlarge"]]
+    system = [g for g in groups if g.get("Labels", {}).get(layout.NODE_POOL_LABEL) == layout.SYSTEM_POOL]
     assert [g["AmiType"] for g in system] == [catalog.SYSTEM_NODE_AMI_TYPE]
 
 
