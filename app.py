@@ -16,6 +16,7 @@ from pathlib import Path
 from aws_cdk import App
 
 from config import ConfigError, load_config
+from config.validate import config_warnings
 from stacks import build_app
 
 ROOT = Path(__file__).resolve().parent
@@ -53,6 +54,8 @@ def main(argv: list[str]) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
+    for line in config_warnings(config):
+        print(f"config warning: {line}", file=sys.stderr)
     build_app(app, config)
     try:
         app.synth()

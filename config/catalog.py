@@ -92,3 +92,50 @@ def model_size_billions(model_id: str) -> float | None:
     """Parameter count in billions parsed from the id ("Qwen3-1.7B" -> 1.7), None if absent."""
     match = _SIZE.search(model_id)
     return float(match.group(1)) if match else None
+
+
+# The system node group runs this AMI type (stacks/cluster.py sets it), so its instance type must
+# be of this architecture: an arm64 (Graviton) type on an x86_64 AMI never joins the cluster.
+SYSTEM_NODE_AMI_TYPE = "AL2023_x86_64_STANDARD"
+SYSTEM_NODE_ARCHITECTURE = "x86_64"
+
+# Namespaces the app namespace must not be: the chart deletes its namespace on destroy, and these
+# belong to someone else.
+# - Kubernetes' initial namespaces, and the `kube-` prefix it reserves for system namespaces
+#   (kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/, "Initial namespaces").
+# - amazon-cloudwatch: the amazon-cloudwatch-observability add-on's (config/layout.py).
+# - neuron-healthcheck-system: the Neuron Helm chart's node problem detector (chart 1.10.0
+#   values.yaml `npd.namespaceOverride`, aws-neuron/neuron-helm-charts).
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch", "neuron-healthcheck-system")
+RESERVED_NAMESPACE_PREFIX = "kube-"
+
+# IPv4 ranges that can be neither a VPC nor a client on the internet (IANA special-purpose registry).
+SPECIAL_IPV4_RANGES = (
+    ("0.0.0.0/8", "the 'this network' range (RFC 1122)"),
+    ("127.0.0.0/8", "the loopback range (RFC 1122)"),
+    ("169.254.0.0/16", "the link-local range (RFC 3927)"),
+    ("224.0.0.0/4", "the multicast range (RFC 5771)"),
+    ("240.0.0.0/4", "the reserved range (RFC 1112)"),
+)
+# Addresses that never reach a public endpoint as a source: clients inside the VPC use the private
+# endpoint, and other private networks are NATed before they reach the internet.
+PRIVATE_IPV4_RANGES = (
+    ("10.0.0.0/8", "a private range (RFC 1918)"),
+    ("172.16.0.0/12", "a private range (RFC 1918)"),
+    ("192.168.0.0/16", "a private range (RFC 1918)"),
+    ("100.64.0.0/10", "the carrier-grade NAT range (RFC 6598)"),
+)
+WHOLE_INTERNET = ("0.0.0.0/0", "::/0")
+
+# An image tag is taken as pinned when it names a version (has a digit); `latest`, `stable`,
+# `main`... move under you.
+FLOATING_TAG = re.compile(r"^[^0-9]*$")
+
+# kube-scheduler may be as new as the API server or one minor version older (Kubernetes version
+# skew policy, kubernetes.io/releases/version-skew-policy/, "kube-controller-manager,
+# kube-scheduler, and cloud-controller-manager").
+SCHEDULER_MAX_MINOR_LAG = 1
+
+# gp3: at most 0.25 MiB/s of throughput per provisioned IOPS (Amazon EBS User Guide, "General
+# Purpose SSD volumes", gp3 performance).
+GP3_MIBPS_PER_IOPS = 0.25

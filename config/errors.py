@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,9 @@ class Problem:
     value: Any
     problem: str
     allowed: str = ""
+    # Keys this finding is derived from: it is dropped when one of them (or its own key) already
+    # has a problem of its own, so one bad value gives one line, not a cascade.
+    depends_on: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         shown = ",".join(self.value) if isinstance(self.value, tuple) else self.value
@@ -28,3 +32,20 @@ class ConfigError(ValueError):
 
     def keys(self) -> list[str]:
         return [p.key for p in self.problems]
+
+
+def one_line_each(problems: Iterable[Problem], reported: Iterable[str] = ()) -> list[Problem]:
+    """Problems as the user should see them: first-hand problems, plus derived ones whose inputs
+    are all fine; the same key and value reported once (the first, most basic finding)."""
+    problems = list(problems)
+    bad = set(reported) | {p.key for p in problems if not p.depends_on}
+    kept: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for p in problems:
+        if p.key in reported or (p.depends_on and bad & {p.key, *p.depends_on}):
+            continue
+        ident = (p.key, repr(p.value))
+        if ident not in seen:
+            seen.add(ident)
+            kept.append(p)
+    return kept

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any, get_type_hints
@@ -18,6 +19,9 @@ from .validate import validate
 
 _TRUE = ("true", "yes", "1", "on")
 _FALSE = ("false", "no", "0", "off")
+# What a setting key looks like: section.field. CDK's own context keys (`@aws-cdk/...`,
+# `aws:cdk:...`, `availability-zones:account=...`) contain ':' or '/', so they never match.
+_SETTING_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\.[A-Za-z0-9_.-]+$")
 
 
 def all_keys() -> list[str]:
@@ -28,14 +32,7 @@ def all_keys() -> list[str]:
 def load_config(context: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> PlatformConfig:
     """Merge defaults, derived defaults and context; raise ConfigError listing every problem."""
     environ = {} if environ is None else environ
-    problems: list[Problem] = []
-    known = set(all_keys())
-    for key in context:
-        if key.split(".", 1)[0] in sections() and key not in known:
-            hint = difflib.get_close_matches(key, known, n=1)
-            problems.append(
-                Problem(key, context[key], "is not a setting", f"did you mean {hint[0]}?" if hint else "see the README's table")
-            )
+    problems = [p for key in context if (p := unknown_key_problem(key, context[key])) is not None]
 
     built: dict[str, Any] = {}
     for name, cls in sections().items():
@@ -51,13 +48,27 @@ def load_config(context: Mapping[str, Any], environ: Mapping[str, str] | None = 
                 problems.append(Problem(key, context[key], str(err)))
         built[name] = cls(**values)
     # Fields with unusable values keep their defaults, so every other rule still gets checked and
-    # the user sees all problems at once; rules about an already-reported field are dropped.
+    # the user sees all problems at once; rules about (or derived from) a reported field are dropped.
     config = _fill_derived(PlatformConfig(**built), environ)
-    reported = {p.key for p in problems}
-    problems += [p for p in validate(config) if p.key not in reported]
+    problems += validate(config, reported={p.key for p in problems})
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def unknown_key_problem(key: str, value: Any) -> Problem | None:
+    """A context key shaped like a setting that is none: a misspelt field or section."""
+    known = all_keys()
+    if key in sections():
+        return Problem(key, value, "is a section, not a setting", f"one key per field, e.g. {key}.{fields(sections()[key])[0].name}")
+    if key in known or not _SETTING_SHAPE.match(key):
+        return None
+    section = key.split(".", 1)[0]
+    hint = difflib.get_close_matches(key, known, n=1)
+    if not hint and section not in sections():
+        hint = [f"section {s}" for s in difflib.get_close_matches(section, list(sections()), n=1)]
+    what = "is not a setting" if section in sections() else f"is not a setting (there is no section {section!r})"
+    return Problem(key, value, what, f"did you mean {hint[0]}?" if hint else "a key from the README's configuration table")
 
 
 def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> PlatformConfig:

@@ -37,7 +37,8 @@ class EnvSettings:
     )
     availability_zones: tuple[str, ...] = setting(
         (),
-        "AZs the VPC spans (at least 2, EKS needs two); must include `neuron_nodes.availability_zone`. "
+        "AZs the VPC spans (2 or 3: EKS needs two, the subnet layout of `network.vpc_cidr` holds three); "
+        "must include `neuron_nodes.availability_zone`. "
         "Set it where a region's AZ letters are not a, b, c.",
         derived="`<region>a`, `<region>b`, `<region>c`",
     )
@@ -57,10 +58,16 @@ class ClusterSettings:
         "public-and-private", "API endpoint: `public-and-private` (public side limited to `public_access_cidrs`) or `private`."
     )
     public_access_cidrs: tuple[str, ...] = setting(
-        ("0.0.0.0/0",), "CIDRs allowed to reach the public API endpoint (authentication is still IAM)."
+        ("0.0.0.0/0",),
+        "Public IPv4 CIDRs allowed to reach the public API endpoint (authentication is still IAM); synth warns while it is "
+        "`0.0.0.0/0`. Set your own, e.g. `198.51.100.7/32`.",
     )
     admin_principal_arns: tuple[str, ...] = setting(
         (), "IAM role or user ARNs given cluster-admin through EKS access entries (comma-separated on `-c`)."
+    )
+    require_restricted_endpoint: bool = setting(
+        False,
+        "Strict posture: refuse `0.0.0.0/0` (and `::/0`) in `public_access_cidrs` instead of warning about it at synth.",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Iterable
 
@@ -10,8 +11,8 @@ from collections.abc import Callable, Iterable
 # benchmark's own requirements.
 from specbench.suite import SuiteError, load_suite
 
-from . import capacity, catalog
-from .errors import Problem
+from . import capacity, catalog, ec2, subnets
+from .errors import Problem, one_line_each
 from .model import PlatformConfig
 from .variants import parse_extra_variant, service_variants
 
@@ -42,6 +43,22 @@ def _range(key: str, value: int, low: int, high: int) -> Iterable[Problem]:
         yield Problem(key, value, "is out of range", f"{low} to {high}")
 
 
+def _special_range(net: ipaddress.IPv4Network, ranges: tuple[tuple[str, str], ...]) -> str:
+    """What ``net`` overlaps of ``ranges``, or ''."""
+    return next((what for cidr, what in ranges if net.overlaps(ipaddress.IPv4Network(cidr))), "")
+
+
+def image_problems(key: str, image: str, *, digest: bool = True) -> Iterable[Problem]:
+    """An image must name its registry and be pinned: a version tag (one with a digit) or, where
+    the consumer takes one, a digest. ``latest`` and other words-only tags move under you."""
+    shape = "registry/repository:tag or registry/repository@sha256:<digest>" if digest else "registry/repository:tag"
+    if not IMAGE.match(image) or (not digest and "@" in image):
+        pinned = "pinned by tag or digest" if digest else "pinned by tag"
+        yield Problem(key, image, f"is not an image reference {pinned}", shape)
+    elif "@" not in image and catalog.FLOATING_TAG.match(image.rsplit(":", 1)[1]):
+        yield Problem(key, image, "has a tag that moves (no version in it)", f"a version tag or digest, {shape}")
+
+
 def env_rules(c: PlatformConfig) -> Iterable[Problem]:
     env = c.env
     if not ACCOUNT.match(env.account):
@@ -69,7 +86,30 @@ def network_rules(c: PlatformConfig) -> Iterable[Problem]:
     else:
         if not 16 <= net.prefixlen <= 20:
             yield Problem("network.vpc_cidr", c.network.vpc_cidr, "leaves too few pod IPs", "/16 to /20")
-    yield from _range("network.nat_gateways", c.network.nat_gateways, 1, len(c.env.availability_zones))
+        else:
+            special = _special_range(net, catalog.SPECIAL_IPV4_RANGES)
+            if special:
+                yield Problem("network.vpc_cidr", c.network.vpc_cidr, f"overlaps {special}", "a private range such as 10.40.0.0/16")
+            elif subnets.allocate(str(net), len(c.env.availability_zones)) is None:
+                private, public = subnets.subnet_masks(str(net))
+                yield Problem(
+                    "env.availability_zones",
+                    c.env.availability_zones,
+                    f"needs a /{public} public and a /{private} private subnet per AZ, more than "
+                    f"network.vpc_cidr={c.network.vpc_cidr} holds (each private subnet takes a quarter of it)",
+                    f"at most {subnets.max_azs(str(net))} AZs",
+                    depends_on=("network.vpc_cidr",),
+                )
+    if c.network.nat_gateways < 1:
+        yield Problem("network.nat_gateways", c.network.nat_gateways, "is out of range", f"1 to {len(c.env.availability_zones)}")
+    elif c.network.nat_gateways > len(c.env.availability_zones):
+        yield Problem(
+            "network.nat_gateways",
+            c.network.nat_gateways,
+            "is out of range",
+            f"1 to {len(c.env.availability_zones)}",
+            depends_on=("env.availability_zones",),
+        )
 
 
 def cluster_rules(c: PlatformConfig) -> Iterable[Problem]:
@@ -87,11 +127,8 @@ def cluster_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
     if cl.endpoint_access not in catalog.ENDPOINT_ACCESS_MODES:
         yield Problem("cluster.endpoint_access", cl.endpoint_access, "is not an endpoint mode", ", ".join(catalog.ENDPOINT_ACCESS_MODES))
-    for cidr in cl.public_access_cidrs:
-        try:
-            ipaddress.IPv4Network(cidr)
-        except ValueError:
-            yield Problem("cluster.public_access_cidrs", cidr, "is not an IPv4 CIDR", "e.g. 203.0.113.0/24")
+    yield from public_access_problems(c)
+    seen: set[str] = set()
     for arn in cl.admin_principal_arns:
         if not PRINCIPAL_ARN.match(arn):
             hint = " (use the role's ARN, not an assumed-role session)" if ":assumed-role/" in arn else ""
@@ -101,23 +138,72 @@ def cluster_rules(c: PlatformConfig) -> Iterable[Problem]:
                 "is not an IAM role or user ARN" + hint,
                 "arn:aws:iam::<12 digits>:role/<name> or :user/<name>",
             )
+        # One access entry per principal: CloudFormation fails on the second. IAM names are not
+        # distinguished by case (IAM User Guide, "IAM identifiers"), so neither are the ARNs here.
+        elif arn.casefold() in seen:
+            yield Problem("cluster.admin_principal_arns", arn, "names the same principal twice", "each role or user once")
+        seen.add(arn.casefold())
+
+
+def public_access_problems(c: PlatformConfig) -> Iterable[Problem]:
+    """CIDRs that may reach the public endpoint: IPv4 only (EKS rejects IPv6 ones for an IPv4
+    cluster: EKS User Guide, "Cluster API server endpoint"), addresses the internet can carry, and
+    not the whole internet when the strict posture is asked for."""
+    cl, key = c.cluster, "cluster.public_access_cidrs"
+    if cl.endpoint_access != "public-and-private":
+        return
+    if not cl.public_access_cidrs:
+        yield Problem(key, "", "is empty while the public endpoint is on", "one or more CIDRs, or cluster.endpoint_access=private")
+    for cidr in cl.public_access_cidrs:
+        if cl.require_restricted_endpoint and cidr in catalog.WHOLE_INTERNET:
+            yield Problem(
+                key,
+                cidr,
+                "opens the API endpoint to the whole internet, refused by cluster.require_restricted_endpoint=true",
+                "your own CIDRs (e.g. 198.51.100.7/32), or cluster.endpoint_access=private",
+            )
+            continue
+        try:
+            net = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            yield Problem(key, cidr, "is not an IPv4 CIDR (an IPv4 cluster takes no IPv6 ones)", "e.g. 198.51.100.0/24")
+            continue
+        if net.prefixlen == 0:
+            continue  # the whole internet: allowed, and warned about (config_warnings())
+        special = _special_range(net, catalog.SPECIAL_IPV4_RANGES)
+        private = next((what for r, what in catalog.PRIVATE_IPV4_RANGES if net.subnet_of(ipaddress.IPv4Network(r))), "")
+        if special:
+            yield Problem(key, cidr, f"overlaps {special}, which no client on the internet has", "public IPv4 CIDRs")
+        elif private:
+            yield Problem(
+                key, cidr, f"is {private}: it never reaches the public endpoint (in-VPC clients use the private one)", "public IPv4 CIDRs"
+            )
 
 
 def _group_sizes(prefix: str, low: int, desired: int, high: int, ceiling: int) -> Iterable[Problem]:
-    if not 0 <= low <= desired <= high:
-        yield Problem(
-            f"{prefix}.desired_size",
-            desired,
-            f"must lie between min_size={low} and max_size={high}",
-            "0 <= min_size <= desired_size <= max_size",
-        )
     yield from _range(f"{prefix}.max_size", high, 1, ceiling)
+    if low < 0:
+        yield Problem(f"{prefix}.min_size", low, "is negative", f"0 to max_size={high}")
+    order = "0 <= min_size <= desired_size <= max_size"
+    inputs = (f"{prefix}.min_size", f"{prefix}.max_size")
+    if low > high:
+        yield Problem(f"{prefix}.min_size", low, f"is above max_size={high}", order, depends_on=(f"{prefix}.max_size",))
+    elif not low <= desired <= high:
+        yield Problem(f"{prefix}.desired_size", desired, f"must lie between min_size={low} and max_size={high}", order, depends_on=inputs)
+
+
+def instance_type_problems(key: str, name: str) -> Iterable[Problem]:
+    """The type must exist in EC2's own list (config/ec2.py says where that list comes from)."""
+    if not ec2.exists(name):
+        hints = ec2.close_matches(name)
+        allowed = f"did you mean {' or '.join(hints)}?" if hints else "an EC2 instance type, family.size, e.g. m7i.xlarge"
+        yield Problem(key, name, f"is not an EC2 instance type (not in {ec2.source()})", allowed)
 
 
 def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
     s = c.system_nodes
-    if not re.match(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", s.instance_type):
-        yield Problem("system_nodes.instance_type", s.instance_type, "is not an EC2 instance type", "e.g. m7i.xlarge")
+    if not ec2.exists(s.instance_type):
+        yield from instance_type_problems("system_nodes.instance_type", s.instance_type)
     elif s.instance_type.startswith(("trn",) + catalog.NON_TRAINIUM_ACCELERATOR_PREFIXES):
         yield Problem(
             "system_nodes.instance_type",
@@ -125,8 +211,16 @@ def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
             "is an accelerator instance; the system group runs add-ons",
             "a general-purpose type such as m7i.xlarge",
         )
+    elif (arch := ec2.architecture(s.instance_type)) != catalog.SYSTEM_NODE_ARCHITECTURE:
+        shown = "of an architecture aws-cdk-lib's naming rule cannot tell" if arch == "unknown" else arch
+        yield Problem(
+            "system_nodes.instance_type",
+            s.instance_type,
+            f"is {shown}, but the system nodes run the {catalog.SYSTEM_NODE_AMI_TYPE} AMI",
+            f"an {catalog.SYSTEM_NODE_ARCHITECTURE} type such as m7i.xlarge (no Graviton 'g' in the family)",
+        )
     yield from _group_sizes("system_nodes", s.min_size, s.desired_size, s.max_size, 20)
-    if s.min_size < 1:
+    if 0 <= s.min_size < 1:
         yield Problem("system_nodes.min_size", s.min_size, "leaves CoreDNS and the add-ons nowhere to run", ">= 1")
     yield from _range("system_nodes.disk_size_gib", s.disk_size_gib, 20, 1000)
 
@@ -134,10 +228,18 @@ def system_node_rules(c: PlatformConfig) -> Iterable[Problem]:
 def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
     n = c.neuron_nodes
     instance = catalog.TRAINIUM_INSTANCES.get(n.instance_type)
-    if instance is None:
-        known = ", ".join(catalog.TRAINIUM_INSTANCES)
+    known = ", ".join(catalog.TRAINIUM_INSTANCES)
+    if instance is None and not ec2.exists(n.instance_type):
+        hints = ec2.close_matches(n.instance_type)
+        yield Problem(
+            "neuron_nodes.instance_type",
+            n.instance_type,
+            f"is not an EC2 instance type (not in {ec2.source()})",
+            f"did you mean {' or '.join(hints)}?" if hints else known,
+        )
+    elif instance is None:
         accelerator = n.instance_type.startswith(catalog.NON_TRAINIUM_ACCELERATOR_PREFIXES)
-        problem = "is an accelerator but not Trainium" if accelerator else "is not a known Trainium instance type"
+        problem = "is an accelerator but not Trainium" if accelerator else "is not a Trainium instance type whose Neuron shape is known"
         yield Problem("neuron_nodes.instance_type", n.instance_type, problem, known)
     elif n.logical_nc_config not in instance.lnc_options:
         yield Problem(
@@ -150,6 +252,15 @@ def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
     yield from _range("neuron_nodes.root_volume_gib", n.root_volume_gib, 100, 16384)
     yield from _range("neuron_nodes.root_volume_iops", n.root_volume_iops, 3000, 16000)
     yield from _range("neuron_nodes.root_volume_throughput_mibps", n.root_volume_throughput_mibps, 125, 1000)
+    most = int(n.root_volume_iops * catalog.GP3_MIBPS_PER_IOPS)
+    if n.root_volume_throughput_mibps > most:
+        yield Problem(
+            "neuron_nodes.root_volume_throughput_mibps",
+            n.root_volume_throughput_mibps,
+            f"exceeds gp3's {catalog.GP3_MIBPS_PER_IOPS} MiB/s per provisioned IOPS ({n.root_volume_iops} IOPS allow {most})",
+            f"<= {most}, or neuron_nodes.root_volume_iops >= {math.ceil(n.root_volume_throughput_mibps / catalog.GP3_MIBPS_PER_IOPS)}",
+            depends_on=("neuron_nodes.root_volume_iops",),
+        )
     if n.capacity_mode not in catalog.CAPACITY_MODES:
         yield Problem("neuron_nodes.capacity_mode", n.capacity_mode, "is not a capacity mode", ", ".join(catalog.CAPACITY_MODES))
     elif n.capacity_mode == "on-demand":
@@ -177,6 +288,7 @@ def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
             n.availability_zone,
             "is not one of env.availability_zones",
             ", ".join(c.env.availability_zones),
+            depends_on=("env.availability_zones", "env.region"),
         )
 
 
@@ -207,6 +319,7 @@ def speculation_problems(draft_key: str, k_key: str, draft: str, k: int, target:
             draft,
             f"is from family {draft_family!r} but the target {target} is {target_family!r}; a draft must share the target's tokenizer",
             f"a smaller {target_family} model",
+            depends_on=("serving.target_model",),
         )
         return
     target_b, draft_b = catalog.model_size_billions(target), catalog.model_size_billions(draft)
@@ -216,6 +329,7 @@ def speculation_problems(draft_key: str, k_key: str, draft: str, k: int, target:
             draft,
             f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)",
             f"a {target_family} model under {target_b:g}B",
+            depends_on=("serving.target_model",),
         )
 
 
@@ -265,15 +379,10 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
             s.max_model_len,
             f"is shorter than benchmark input + output tokens ({c.benchmark.input_tokens} + {c.benchmark.output_tokens})",
             f">= {needed}",
+            depends_on=("benchmark.input_tokens", "benchmark.output_tokens"),
         )
-    for key, image in (("serving.image", s.image), ("serving.aws_cli_image", s.aws_cli_image)):
-        if not IMAGE.match(image):
-            yield Problem(
-                key,
-                image,
-                "is not an image reference pinned by tag or digest",
-                "registry/repository:tag or registry/repository@sha256:<digest>",
-            )
+    yield from image_problems("serving.image", s.image)
+    yield from image_problems("serving.aws_cli_image", s.aws_cli_image)
     if s.hf_token_secret_arn and not SECRET_ARN.match(s.hf_token_secret_arn):
         yield Problem(
             "serving.hf_token_secret_arn",
@@ -289,6 +398,7 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
             s.shm_gib,
             "must be at least 1 and below serving.memory_gib_per_service",
             f"1 to {s.memory_gib_per_service - 1}",
+            depends_on=() if s.shm_gib < 1 else ("serving.memory_gib_per_service",),
         )
     yield from _range("serving.startup_timeout_minutes", s.startup_timeout_minutes, 5, 24 * 60)
     yield from service_name_rules(c)
@@ -299,6 +409,13 @@ def service_name_rules(c: PlatformConfig) -> Iterable[Problem]:
     s = c.serving
     if not DNS_LABEL.match(s.namespace):
         yield Problem("serving.namespace", s.namespace, "is not a Kubernetes namespace name", DNS_LABEL_RULE)
+    elif s.namespace in catalog.RESERVED_NAMESPACES or s.namespace.startswith(catalog.RESERVED_NAMESPACE_PREFIX):
+        yield Problem(
+            "serving.namespace",
+            s.namespace,
+            "belongs to Kubernetes or an add-on, and the app's namespace is deleted on destroy",
+            f"a namespace of your own, not {', '.join(catalog.RESERVED_NAMESPACES)} or kube-*",
+        )
     named = [("serving.baseline_service", s.baseline_service), ("serving.speculative_service", s.speculative_service)]
     for text in s.extra_speculative_variants:
         key = "serving.extra_speculative_variants"
@@ -356,6 +473,12 @@ def capacity_rules(c: PlatformConfig) -> Iterable[Problem]:
             f"fits {per_node * c.neuron_nodes.max_size} service(s) ({per_node} per node: {service.neuron_devices} devices, "
             f"{s.cpu_per_service} vCPU, {s.memory_gib_per_service} GiB each), but {services} are configured",
             f">= {-(-services // per_node)} (or smaller services, or fewer variants)",
+            depends_on=(
+                "serving.tensor_parallel_size",
+                "serving.cpu_per_service",
+                "serving.memory_gib_per_service",
+                "serving.extra_speculative_variants",
+            ),
         )
 
 
@@ -363,13 +486,7 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
     b = c.benchmark
     if b.engine not in catalog.BENCHMARK_ENGINES:
         yield Problem("benchmark.engine", b.engine, "is not a benchmark engine", ", ".join(catalog.BENCHMARK_ENGINES))
-    if not IMAGE.match(b.image):
-        yield Problem(
-            "benchmark.image",
-            b.image,
-            "is not an image reference pinned by tag or digest",
-            "registry/repository:tag or registry/repository@sha256:<digest>, e.g. public.ecr.aws/docker/library/python:3.10.19-slim",
-        )
+    yield from image_problems("benchmark.image", b.image)
     yield from suite_file_problems("benchmark.suite_file", b.suite_file)
     yield from _range("benchmark.input_tokens", b.input_tokens, 1, 131072)
     yield from _range("benchmark.output_tokens", b.output_tokens, 1, 131072)
@@ -416,13 +533,10 @@ def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
     a = c.addons
     # The chart takes a repository and a tag, so a digest cannot be passed.
-    if not IMAGE.match(a.neuron_scheduler_image) or "@" in a.neuron_scheduler_image:
-        yield Problem(
-            "addons.neuron_scheduler_image",
-            a.neuron_scheduler_image,
-            "is not an image reference pinned by tag",
-            "registry/repository:tag, e.g. registry.k8s.io/kube-scheduler:v1.35.0",
-        )
+    scheduler = list(image_problems("addons.neuron_scheduler_image", a.neuron_scheduler_image, digest=False))
+    yield from scheduler
+    if not scheduler and c.cluster.kubernetes_version in catalog.SUPPORTED_KUBERNETES_VERSIONS:
+        yield from scheduler_skew_problems(a.neuron_scheduler_image, c.cluster.kubernetes_version)
     if not SEMVER.match(a.neuron_helm_chart_version):
         yield Problem(
             "addons.neuron_helm_chart_version",
@@ -441,6 +555,29 @@ def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
             yield Problem(key, value, "is not an EKS add-on version", "v<major>.<minor>.<patch>-eksbuild.<n>")
         elif (int(match["major"]), int(match["minor"])) < lowest:
             yield Problem(key, value, f"is too old ({why})", f"v{lowest[0]}.{lowest[1]}.0-eksbuild.1 or later")
+
+
+def scheduler_skew_problems(image: str, cluster_version: str) -> Iterable[Problem]:
+    """The tag must say which Kubernetes version the scheduler is, within the supported skew."""
+    key, tag = "addons.neuron_scheduler_image", image.rsplit(":", 1)[1]
+    major, minor = (int(part) for part in cluster_version.split("."))
+    newest, oldest = f"{major}.{minor}", f"{major}.{minor - catalog.SCHEDULER_MAX_MINOR_LAG}"
+    allowed = f"a kube-scheduler tag v{oldest}.x or v{newest}.x (at most one minor version behind cluster.kubernetes_version)"
+    version = re.match(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:$|[-+_])", tag)
+    if version is None:
+        yield Problem(
+            key, image, "has a tag that names no Kubernetes version (vX.Y.Z)", allowed, depends_on=("cluster.kubernetes_version",)
+        )
+        return
+    found = (int(version.group(1)), int(version.group(2)))
+    if not (major, minor - catalog.SCHEDULER_MAX_MINOR_LAG) <= found <= (major, minor):
+        yield Problem(
+            key,
+            image,
+            f"is kube-scheduler {found[0]}.{found[1]}, outside the version skew supported with Kubernetes {cluster_version}",
+            allowed,
+            depends_on=("cluster.kubernetes_version",),
+        )
 
 
 def data_rules(c: PlatformConfig) -> Iterable[Problem]:
@@ -467,5 +604,20 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def validate(config: PlatformConfig) -> list[Problem]:
-    return [problem for rule in RULES for problem in rule(config)]
+def validate(config: PlatformConfig, reported: Iterable[str] = ()) -> list[Problem]:
+    """Every problem, one line each; ``reported`` are keys whose value was already unusable."""
+    return one_line_each((problem for rule in RULES for problem in rule(config)), reported)
+
+
+def config_warnings(config: PlatformConfig) -> list[str]:
+    """Settings that deploy, but are a decision the user should see they made: one line each."""
+    cl = config.cluster
+    found = []
+    opened = [cidr for cidr in cl.public_access_cidrs if cidr in catalog.WHOLE_INTERNET]
+    if cl.endpoint_access == "public-and-private" and opened:
+        found.append(
+            f"cluster.public_access_cidrs={','.join(opened)}: the public API endpoint accepts any address (only IAM "
+            "authentication guards it); restrict it with -c cluster.public_access_cidrs=<your CIDR>/32 or use "
+            '-c cluster.endpoint_access=private (README, "API endpoint access")'
+        )
+    return found

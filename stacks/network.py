@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from config.subnets import subnet_masks
 
 
 @dataclass(frozen=True)
@@ -17,13 +18,6 @@ class NetworkProps:
     availability_zones: tuple[str, ...]
     nat_gateways: int
     log_retention: logs.RetentionDays
-
-
-def subnet_masks(cidr: str) -> tuple[int, int]:
-    """(private, public) subnet prefix lengths: a quarter of the VPC per private subnet (pods take
-    VPC IPs), a sixty-fourth per public subnet (only NAT gateways live there)."""
-    prefix = ipaddress.IPv4Network(cidr).prefixlen
-    return prefix + 2, prefix + 6
 
 
 class Network(Construct):
