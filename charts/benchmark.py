@@ -19,6 +19,7 @@ from constructs import Construct
 
 from config import layout
 
+from .network import CLIENT_LABELS
 from .objects import add_objects, guaranteed, metadata
 from .spec import BenchmarkSpec
 
@@ -39,14 +40,22 @@ RERUN_SCHEDULE = "0 0 1 1 *"
 # A rerun is a decision, not a retry: the Job fails on its first pod failure (see job_spec).
 BACKOFF_LIMIT = 0
 
-INSTALL_AND_RUN = "\n".join(
-    (
-        "set -eu",
-        f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off "
-        f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}",
-        f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"',
+
+def install_and_run(engine: str) -> str:
+    """The container's script. The native engine's requirements are a hash lock
+    (specbench/requirements.lock): with ``--require-hashes`` pip refuses any file whose sha256 is
+    not listed, so a compromised index or mirror cannot swap a package. The llmperf engine's cannot
+    be: llmperf's own dependencies (Ray, transformers, ...) keep its loose pins (charts/README.md,
+    "Benchmark")."""
+    hashes = " --require-hashes" if engine == "native" else ""
+    return "\n".join(
+        (
+            "set -eu",
+            f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off{hashes} "
+            f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}",
+            f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"',
+        )
     )
-)
 
 
 def run_args(spec: BenchmarkSpec) -> list[str]:
@@ -91,7 +100,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
     container = {
         "name": "specbench",
         "image": spec.image,
-        "command": ["sh", "-c", INSTALL_AND_RUN, "specbench"],
+        "command": ["sh", "-c", install_and_run(spec.engine), "specbench"],
         "args": run_args(spec),
         "env": [
             {"name": "PYTHONPATH", "value": DEPS},
@@ -116,7 +125,8 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
         ],
     }
     return {
-        "metadata": {"labels": dict(LABELS)},
+        # The client label: the namespace's network policy admits these pods to the vLLM services.
+        "metadata": {"labels": {**LABELS, **CLIENT_LABELS}},
         "spec": {
             "serviceAccountName": SERVICE_ACCOUNT,
             # Pod Identity delivers AWS credentials through its own projected volume; the pod
