@@ -12,6 +12,10 @@ file relies on:
   block access from their resident node").
 - ``ipBlock.except``: honoured since agent v1.0.4 (VPC CNI v1.15.1; aws/aws-network-policy-agent
   issues 92 and 120).
+- Only pods with ``metadata.ownerReferences`` get policies ("Standalone Pods ... can't have network
+  policies applied to them": EKS user guide, cni-network-policy.html "Considerations";
+  aws/aws-network-policy-agent issue 327). Every pod here comes from a Deployment or a Job; a bare
+  ``kubectl run`` pod in the namespace is not covered.
 - ``kubectl port-forward`` is not network traffic of the pod: the container runtime enters the
   pod's network namespace and dials ``localhost:<port>`` there (containerd
   pkg/cri/server/sandbox_portforward_linux.go), so it never crosses the pod's host-side veth where

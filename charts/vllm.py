@@ -105,8 +105,11 @@ def deployment(spec: VllmServiceSpec) -> dict[str, Any]:
         "livenessProbe": _http_probe(60, 3),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SLEEP_S)]}}},
         # Root (the image's user) but without any capability: the Neuron devices come from the
-        # device plugin, not from privilege, and the bucket volumes are reached through their
-        # group (security.BUCKET_GROUP). Why not non-root: charts/security.py.
+        # device plugin, not from privilege (Neuron's container tutorial runs Runtime 2.x with
+        # `--device=/dev/neuron0` and no added capability; IPC_LOCK was for Inf1's neuron-rtd of
+        # Runtime 1.x: awsdocs-neuron containers/tutorials/build-run-neuron-container), and the
+        # bucket volumes are reached through their group (security.BUCKET_GROUP). Not verified
+        # on a node here. Why not non-root: charts/security.py.
         "securityContext": container_security(),
         "volumeMounts": [
             {"name": "models", "mountPath": layout.MODELS_MOUNT, "readOnly": True},
