@@ -11,8 +11,11 @@ import kubernetes_validate
 import pytest
 from netpol import Pod, allowed, connects, matches, selects
 
+from charts import serving_plan
 from charts.network import CLIENT_LABEL, IMDS_CIDRS, POD_IDENTITY_AGENT
-from config import catalog, layout
+from charts.vllm import deployment
+from config import catalog, layout, load_config
+from conftest import BUCKET
 
 NAMESPACE = "specdecode"
 PORT = layout.SERVING_PORT
@@ -135,3 +138,13 @@ def test_the_evaluator_is_not_vacuous(pods):
     """Without the policies, everything connects: the tests above would fail."""
     a, b = list(pods.values())[:2]
     assert connects([], a, b, PORT) and allowed([], a, "Egress", "169.254.169.254", 80)
+
+
+def test_every_speculative_variant_is_protected_too(policies):
+    """Sweep variants (serving.extra_speculative_variants) carry the same pod label as the two
+    services, so the same policy covers them."""
+    config = load_config({"serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4", "neuron_nodes.max_size": 2}, {})
+    serving = _by_name(policies, "vllm-from-endpoint-clients")
+    for spec in serving_plan(config, BUCKET).services:
+        pod = Pod(spec.name, NAMESPACE, deployment(spec)["spec"]["template"]["metadata"]["labels"])
+        assert selects(serving, pod), spec.name
