@@ -31,7 +31,8 @@ SERVICE_ACCOUNT = "model-cache"
 SCRIPT = Path(__file__).with_name("scripts") / "fill_model_cache.py"
 SCRIPT_MOUNT = "/opt/specdecode"
 TOKEN_DIR = "/var/run/secrets/huggingface"
-# The Job runs as a plain user (no passwd entry): HOME and the Hugging Face cache go to scratch.
+# The Job runs as a plain user (no passwd entry): HOME and the Hugging Face cache are on the
+# scratch emptyDir, which exists and is writable (huggingface_hub creates HF_HOME itself).
 SCRATCH = "/scratch"
 # Mountpoint ignores the size; Kubernetes requires one.
 NOMINAL_CAPACITY = "1Ti"
@@ -86,7 +87,7 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *spec.models],
         "env": [
             {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
-            {"name": "HOME", "value": f"{SCRATCH}/home"},
+            {"name": "HOME", "value": SCRATCH},
             {"name": "HF_HOME", "value": f"{SCRATCH}/huggingface"},
         ],
         "resources": guaranteed(f"{job.cpu_millis}m", f"{job.memory_mib}Mi"),
@@ -131,7 +132,7 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
                 "env": [
                     {"name": "SECRET", "value": spec.hf_token_secret_arn},
                     {"name": "AWS_REGION", "value": spec.hf_token_secret_arn.split(":")[3]},
-                    {"name": "HOME", "value": f"{SCRATCH}/home"},
+                    {"name": "HOME", "value": SCRATCH},
                 ],
                 "resources": guaranteed("100m", "256Mi"),
                 "securityContext": container_security(),
