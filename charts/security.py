@@ -26,8 +26,9 @@ ENFORCE = "baseline"
 WARN = AUDIT = "restricted"
 
 # The group the bucket volumes belong to in every pod that mounts them. The Mountpoint CSI driver
-# v2 advertises VOLUME_MOUNT_GROUP, so the kubelet hands it the pod's fsGroup instead of changing
-# ownership itself, and the driver mounts with --gid=<fsGroup> --allow-other --dir-mode=770
+# v2 advertises VOLUME_MOUNT_GROUP, so the kubelet hands it the pod's fsGroup in NodePublishVolume
+# instead of changing ownership itself (kubernetes pkg/volume/csi/csi_mounter.go, SetUpAt), and
+# the driver mounts with --gid=<fsGroup> --allow-other --dir-mode=770
 # --file-mode=660 (awslabs/mountpoint-s3-csi-driver pkg/driver/node/node.go NodePublishVolume;
 # docs/UPGRADING_TO_V2.md "will respect fsGroup"). The kubelet adds fsGroup to every container's
 # supplementary groups, so a container reads and writes the bucket through the group, whether it
