@@ -21,6 +21,7 @@ from config import layout
 
 from .network import CLIENT_LABELS
 from .objects import add_objects, guaranteed, metadata
+from .security import NON_ROOT_UID
 from .spec import BenchmarkSpec
 
 NAME = "specbench"  # the ConfigMap and the CronJob
@@ -34,7 +35,7 @@ SUITE = "suite.json"
 DEPS = "/deps"
 HOME = "/home/specbench"
 # Any non-root uid works: nothing in the image is written, and the emptyDirs are world-writable.
-RUN_AS = 1000
+RUN_AS = NON_ROOT_UID
 # A suspended CronJob never fires; Kubernetes still requires a schedule.
 RERUN_SCHEDULE = "0 0 1 1 *"
 # A rerun is a decision, not a retry: the Job fails on its first pod failure (see job_spec).
@@ -105,7 +106,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
         "env": [
             {"name": "PYTHONPATH", "value": DEPS},
             {"name": "HOME", "value": HOME},
-            # uid 1000 has no passwd entry in the image; getpass.getuser() (Ray uses it) reads this first.
+            # RUN_AS has no passwd entry in the image; getpass.getuser() (Ray uses it) reads this first.
             {"name": "USER", "value": "specbench"},
             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},  # progress reaches the log as it happens

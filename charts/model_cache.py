@@ -31,9 +31,11 @@ SERVICE_ACCOUNT = "model-cache"
 SCRIPT = Path(__file__).with_name("scripts") / "fill_model_cache.py"
 SCRIPT_MOUNT = "/opt/specdecode"
 TOKEN_DIR = "/var/run/secrets/huggingface"
-# The Job runs as a plain user (no passwd entry): HOME and the Hugging Face cache are on the
-# scratch emptyDir, which exists and is writable (huggingface_hub creates HF_HOME itself).
+# The Job runs as a plain user (no passwd entry) on a read-only root filesystem: HOME, temporary
+# files and the Hugging Face cache are on the scratch emptyDir, which exists and is writable
+# (huggingface_hub creates HF_HOME itself).
 SCRATCH = "/scratch"
+SCRATCH_ENV = ({"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH})
 # Mountpoint ignores the size; Kubernetes requires one.
 NOMINAL_CAPACITY = "1Ti"
 CSI_DRIVER = "s3.csi.aws.com"
@@ -87,11 +89,12 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *spec.models],
         "env": [
             {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
-            {"name": "HOME", "value": SCRATCH},
+            *SCRATCH_ENV,
             {"name": "HF_HOME", "value": f"{SCRATCH}/huggingface"},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
         ],
         "resources": guaranteed(f"{job.cpu_millis}m", f"{job.memory_mib}Mi"),
-        "securityContext": container_security(),
+        "securityContext": container_security(readOnlyRootFilesystem=True),
         "volumeMounts": [
             {"name": "models", "mountPath": layout.MODELS_MOUNT},
             {"name": "scratch", "mountPath": SCRATCH},
@@ -132,10 +135,10 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
                 "env": [
                     {"name": "SECRET", "value": spec.hf_token_secret_arn},
                     {"name": "AWS_REGION", "value": spec.hf_token_secret_arn.split(":")[3]},
-                    {"name": "HOME", "value": SCRATCH},
+                    *SCRATCH_ENV,
                 ],
                 "resources": guaranteed("100m", "256Mi"),
-                "securityContext": container_security(),
+                "securityContext": container_security(readOnlyRootFilesystem=True),
                 "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}, {"name": "scratch", "mountPath": SCRATCH}],
             }
         ]

@@ -33,9 +33,10 @@ WARN = AUDIT = "restricted"
 # docs/UPGRADING_TO_V2.md "will respect fsGroup"). The kubelet adds fsGroup to every container's
 # supplementary groups, so a container reads and writes the bucket through the group, whether it
 # runs as root without capabilities (vLLM) or as a plain user (the model-cache Job).
-BUCKET_GROUP = 1000
-# The uid of the pods that run as non-root (no passwd entry needed: HOME is set explicitly).
-NON_ROOT_UID = 1000
+BUCKET_GROUP = 10001
+# The uid of the pods that run as non-root (no passwd entry needed: HOME is set explicitly). Above
+# 10000, clear of the node's own users (checkov CKV_K8S_40).
+NON_ROOT_UID = 10001
 
 
 def container_security(**extra: Any) -> dict[str, Any]:

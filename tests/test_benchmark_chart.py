@@ -238,8 +238,8 @@ def test_pod_runs_on_system_nodes_without_neuron_resources_and_locked_down(spec)
     assert _spec({"benchmark.cpu": "2", "benchmark.memory_gib": "6"}).cpu == 2
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
-        "runAsUser": 1000,
-        "runAsGroup": 1000,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert container["securityContext"] == {

@@ -194,7 +194,12 @@ def test_hf_token_variant_passes_schema_validation(config):
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "model-cache" and "automountServiceAccountToken" not in pod
     (init,) = pod["initContainers"]
-    assert {e["name"]: e["value"] for e in init["env"]} == {"SECRET": secret, "AWS_REGION": "us-east-2", "HOME": "/scratch"}
+    assert {e["name"]: e["value"] for e in init["env"]} == {
+        "SECRET": secret,
+        "AWS_REGION": "us-east-2",
+        "HOME": "/scratch",
+        "TMPDIR": "/scratch",
+    }
     assert {"name": "HF_TOKEN_PATH", "value": "/var/run/secrets/huggingface/token"} in pod["containers"][0]["env"]
 
 
