@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo deps dev-deps lint bench bench-client bench-aggregation dist clean
+.PHONY: synth test demo deps dev-deps lint lock bench bench-client bench-aggregation dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -50,6 +50,13 @@ lint: dev-deps synth
 dist: deps
 	@test -n "$(BUCKET)" || { echo "usage: make dist BUCKET=<the DataBucketName output of the SpecDecodeData stack>" >&2; exit 2; }
 	$(BIN)/python -m charts.dist --bucket-name "$(BUCKET)" $(CONTEXT)
+
+# The benchmark pod's hash lock (pip --require-hashes): every pin of specbench/requirements.txt with
+# the sha256 of the files pip picks for the Job's Python 3.10 on x86_64 and arm64. Needs a Python
+# 3.10 (PYTHON310=...). Rerun after changing requirements.txt: tests fail until the two agree.
+PYTHON310 ?= python3.10
+lock:
+	$(PYTHON) scripts/lock_requirements.py --python "$(PYTHON310)"
 
 bench: dev-deps
 	$(BIN)/python scripts/bench_synth.py

@@ -19,7 +19,9 @@ from constructs import Construct
 
 from config import layout
 
+from .network import CLIENT_LABELS
 from .objects import add_objects, guaranteed, metadata
+from .security import NON_ROOT_UID
 from .spec import BenchmarkSpec
 
 NAME = "specbench"  # the ConfigMap and the CronJob
@@ -33,20 +35,28 @@ SUITE = "suite.json"
 DEPS = "/deps"
 HOME = "/home/specbench"
 # Any non-root uid works: nothing in the image is written, and the emptyDirs are world-writable.
-RUN_AS = 1000
+RUN_AS = NON_ROOT_UID
 # A suspended CronJob never fires; Kubernetes still requires a schedule.
 RERUN_SCHEDULE = "0 0 1 1 *"
 # A rerun is a decision, not a retry: the Job fails on its first pod failure (see job_spec).
 BACKOFF_LIMIT = 0
 
-INSTALL_AND_RUN = "\n".join(
-    (
-        "set -eu",
-        f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off "
-        f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}",
-        f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"',
+
+def install_and_run(engine: str) -> str:
+    """The container's script. The native engine's requirements are a hash lock
+    (specbench/requirements.lock): with ``--require-hashes`` pip refuses any file whose sha256 is
+    not listed, so a compromised index or mirror cannot swap a package. The llmperf engine's cannot
+    be: llmperf's own dependencies (Ray, transformers, ...) keep its loose pins (charts/README.md,
+    "Benchmark")."""
+    hashes = " --require-hashes" if engine == "native" else ""
+    return "\n".join(
+        (
+            "set -eu",
+            f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off{hashes} "
+            f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}",
+            f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"',
+        )
     )
-)
 
 
 def run_args(spec: BenchmarkSpec) -> list[str]:
@@ -91,12 +101,12 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
     container = {
         "name": "specbench",
         "image": spec.image,
-        "command": ["sh", "-c", INSTALL_AND_RUN, "specbench"],
+        "command": ["sh", "-c", install_and_run(spec.engine), "specbench"],
         "args": run_args(spec),
         "env": [
             {"name": "PYTHONPATH", "value": DEPS},
             {"name": "HOME", "value": HOME},
-            # uid 1000 has no passwd entry in the image; getpass.getuser() (Ray uses it) reads this first.
+            # RUN_AS has no passwd entry in the image; getpass.getuser() (Ray uses it) reads this first.
             {"name": "USER", "value": "specbench"},
             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},  # progress reaches the log as it happens
@@ -116,7 +126,8 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
         ],
     }
     return {
-        "metadata": {"labels": dict(LABELS)},
+        # The client label: the namespace's network policy admits these pods to the vLLM services.
+        "metadata": {"labels": {**LABELS, **CLIENT_LABELS}},
         "spec": {
             "serviceAccountName": SERVICE_ACCOUNT,
             # Pod Identity delivers AWS credentials through its own projected volume; the pod

@@ -20,7 +20,9 @@ from constructs import Construct
 
 from config import capacity, layout
 
+from .network import network_policies
 from .objects import add_objects, claim_volume, guaranteed, metadata, neuron_placement
+from .security import container_security, namespace, pod_security
 from .spec import ModelCacheSpec, model_path, settings_hash
 
 MODELS_CLAIM = "model-weights"
@@ -29,6 +31,11 @@ SERVICE_ACCOUNT = "model-cache"
 SCRIPT = Path(__file__).with_name("scripts") / "fill_model_cache.py"
 SCRIPT_MOUNT = "/opt/specdecode"
 TOKEN_DIR = "/var/run/secrets/huggingface"
+# The Job runs as a plain user (no passwd entry) on a read-only root filesystem: HOME, temporary
+# files and the Hugging Face cache are on the scratch emptyDir, which exists and is writable
+# (huggingface_hub creates HF_HOME itself).
+SCRATCH = "/scratch"
+SCRATCH_ENV = ({"name": "HOME", "value": SCRATCH}, {"name": "TMPDIR", "value": SCRATCH})
 # Mountpoint ignores the size; Kubernetes requires one.
 NOMINAL_CAPACITY = "1Ti"
 CSI_DRIVER = "s3.csi.aws.com"
@@ -79,13 +86,18 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "fill",
         "image": spec.image,
-        "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", "/scratch", *spec.models],
-        "env": [{"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"}],
+        "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *spec.models],
+        "env": [
+            {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
+            *SCRATCH_ENV,
+            {"name": "HF_HOME", "value": f"{SCRATCH}/huggingface"},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
         "resources": guaranteed(f"{job.cpu_millis}m", f"{job.memory_mib}Mi"),
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": container_security(readOnlyRootFilesystem=True),
         "volumeMounts": [
             {"name": "models", "mountPath": layout.MODELS_MOUNT},
-            {"name": "scratch", "mountPath": "/scratch"},
+            {"name": "scratch", "mountPath": SCRATCH},
             {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True},
         ],
     }
@@ -98,6 +110,9 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
         "restartPolicy": "Never",
+        # Non-root: the script only downloads and copies files (no Neuron device). The bucket
+        # volume is writable through its group (security.BUCKET_GROUP).
+        "securityContext": pod_security(run_as_non_root=True),
         **neuron_placement(spec.instance_type),
         "containers": [container],
         "volumes": volumes,
@@ -120,10 +135,11 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
                 "env": [
                     {"name": "SECRET", "value": spec.hf_token_secret_arn},
                     {"name": "AWS_REGION", "value": spec.hf_token_secret_arn.split(":")[3]},
+                    *SCRATCH_ENV,
                 ],
                 "resources": guaranteed("100m", "256Mi"),
-                "securityContext": {"allowPrivilegeEscalation": False},
-                "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}],
+                "securityContext": container_security(readOnlyRootFilesystem=True),
+                "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}, {"name": "scratch", "mountPath": SCRATCH}],
             }
         ]
     else:
@@ -146,7 +162,9 @@ def model_cache_objects(spec: ModelCacheSpec) -> tuple[dict[str, Any], ...]:
     models_pv, models_pvc = bucket_volume(spec, MODELS_CLAIM, layout.MODELS_PREFIX)
     artifacts_pv, artifacts_pvc = bucket_volume(spec, ARTIFACTS_CLAIM, layout.ARTIFACTS_PREFIX)
     return (
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec.namespace)},
+        namespace(spec.namespace, spec.kubernetes_version),
+        # Before any pod: no workload ever runs unprotected.
+        *network_policies(spec.namespace, spec.serving_port),
         models_pv,
         models_pvc,
         artifacts_pv,

@@ -173,6 +173,10 @@ class ModelCacheSpec:
     instance_type: str
     hf_token_secret_arn: str = ""
     aws_cli_image: str = ""
+    # The cluster's version: the namespace's Pod Security labels are pinned to it.
+    kubernetes_version: str = "1.35"
+    # The vLLM pods' port: the namespace's network policy opens it to the benchmark only.
+    serving_port: int = layout.SERVING_PORT
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,8 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         instance_type=n.instance_type,
         hf_token_secret_arn=s.hf_token_secret_arn,
         aws_cli_image=s.aws_cli_image,
+        kubernetes_version=config.cluster.kubernetes_version,
+        serving_port=shared.port,
     )
     return ServingPlan(cache, services)
 
@@ -359,9 +365,12 @@ def benchmark_deadline_seconds(
 
 
 def benchmark_requirements(engine: str) -> str:
-    """specbench/requirements.txt, plus requirements-llmperf.txt for the llmperf engine."""
-    files = ["requirements.txt"] + (["requirements-llmperf.txt"] if engine == "llmperf" else [])
-    return "".join((SPECBENCH_DIR / name).read_text() for name in files)
+    """What the pod pip-installs: for the native engine the hash lock of specbench/requirements.txt
+    (``make lock``); for llmperf, requirements.txt plus requirements-llmperf.txt, without hashes
+    (see charts.benchmark.install_and_run)."""
+    if engine == "native":
+        return (SPECBENCH_DIR / "requirements.lock").read_text()
+    return "".join((SPECBENCH_DIR / name).read_text() for name in ("requirements.txt", "requirements-llmperf.txt"))
 
 
 def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str, test_cases: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from config import layout
 
 from .model_cache import ARTIFACTS_CLAIM, MODELS_CLAIM, complete_marker
 from .objects import add_objects, claim_volume, guaranteed, metadata, neuron_placement
+from .security import container_security, pod_security
 from .spec import NEURON_FRAMEWORK, VllmServiceSpec, model_path
 
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
@@ -81,6 +82,7 @@ def wait_for_models(spec: VllmServiceSpec) -> dict[str, Any]:
         "image": spec.serving.image,
         "command": ["sh", "-c", script],
         "resources": guaranteed("100m", "256Mi"),
+        "securityContext": container_security(),
         "volumeMounts": [{"name": "models", "mountPath": layout.MODELS_MOUNT, "readOnly": True}],
     }
 
@@ -102,7 +104,13 @@ def deployment(spec: VllmServiceSpec) -> dict[str, Any]:
         "readinessProbe": _http_probe(10, 3),
         "livenessProbe": _http_probe(60, 3),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRE_STOP_SLEEP_S)]}}},
-        "securityContext": {"allowPrivilegeEscalation": False},
+        # Root (the image's user) but without any capability: the Neuron devices come from the
+        # device plugin, not from privilege (Neuron's container tutorial runs Runtime 2.x with
+        # `--device=/dev/neuron0` and no added capability; IPC_LOCK was for Inf1's neuron-rtd of
+        # Runtime 1.x: awsdocs-neuron containers/tutorials/build-run-neuron-container), and the
+        # bucket volumes are reached through their group (security.BUCKET_GROUP). Not verified
+        # on a node here. Why not non-root: charts/security.py.
+        "securityContext": container_security(),
         "volumeMounts": [
             {"name": "models", "mountPath": layout.MODELS_MOUNT, "readOnly": True},
             {"name": "artifacts", "mountPath": layout.ARTIFACTS_MOUNT},
@@ -111,6 +119,7 @@ def deployment(spec: VllmServiceSpec) -> dict[str, Any]:
     }
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
+        "securityContext": pod_security(run_as_non_root=False),
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         **neuron_placement(s.instance_type),
         "initContainers": [wait_for_models(spec)],

@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 
 from charts import BenchmarkSpec, benchmark_spec, serving_plan
-from charts.benchmark import CODE_MOUNT, INSTALL_AND_RUN, benchmark_job, benchmark_objects, job_spec, rerun_cronjob, run_args
+from charts.benchmark import CODE_MOUNT, benchmark_job, benchmark_objects, install_and_run, job_spec, rerun_cronjob, run_args
 from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_seconds, benchmark_requirements
 from config import ConfigError, catalog, layout, load_config
 from conftest import BUCKET, ROOT, VARIANT_CONTEXT
@@ -126,11 +126,12 @@ def test_schema_validation_rejects_a_misspelt_job_field(spec):
 
 def test_defaults_give_the_reference_run_flags(spec):
     container = _container(benchmark_job(spec))
-    assert container["command"] == ["sh", "-c", INSTALL_AND_RUN, "specbench"]
+    script = install_and_run("native")
+    assert container["command"] == ["sh", "-c", script, "specbench"]
     assert container["args"] == DEFAULT_FLAGS
     assert "--no-progress" not in container["args"] and "--suite" not in container["args"]
-    assert "pip install --no-cache-dir" in INSTALL_AND_RUN and "--target /deps -r /opt/specbench/requirements.txt" in INSTALL_AND_RUN
-    assert INSTALL_AND_RUN.splitlines()[-1] == 'exec python /opt/specbench/specbench.pyz run "$@"'
+    assert "pip install --no-cache-dir" in script and "--require-hashes --target /deps -r /opt/specbench/requirements.txt" in script
+    assert script.splitlines()[-1] == 'exec python /opt/specbench/specbench.pyz run "$@"'
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["PYTHONPATH"] == "/deps" and env["HOME"] == "/home/specbench"
 
@@ -237,8 +238,8 @@ def test_pod_runs_on_system_nodes_without_neuron_resources_and_locked_down(spec)
     assert _spec({"benchmark.cpu": "2", "benchmark.memory_gib": "6"}).cpu == 2
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
-        "runAsUser": 1000,
-        "runAsGroup": 1000,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert container["securityContext"] == {
@@ -292,7 +293,7 @@ def test_config_map_carries_the_bundle_requirements_and_settings(spec):
     config_map = _by_kind(benchmark_objects(spec))["ConfigMap"]
     encoded = config_map["binaryData"]["specbench.pyz"]
     assert base64.b64decode(encoded) == bundle.zipapp_bytes()
-    assert config_map["data"]["requirements.txt"] == (ROOT / "specbench" / "requirements.txt").read_text()
+    assert config_map["data"]["requirements.txt"] == (ROOT / "specbench" / "requirements.lock").read_text()
     # Far below the 1 MiB object limit, and below kubectl's 256 KiB last-applied annotation.
     size = len(json.dumps(config_map))
     assert size < 192 * 1024, size
@@ -301,7 +302,10 @@ def test_config_map_carries_the_bundle_requirements_and_settings(spec):
 
 def test_llmperf_requirements_install_without_git():
     native, llmperf = benchmark_requirements("native"), benchmark_requirements("llmperf")
-    assert "llmperf" not in native and native in llmperf
+    assert "llmperf" not in native and (ROOT / "specbench" / "requirements.txt").read_text() in llmperf
+    # Hash-checking mode is all or nothing in one pip run, and llmperf's own dependencies are not
+    # pinned: the llmperf engine installs without hashes (charts/README.md, "Benchmark").
+    assert "--hash" not in llmperf and "--require-hashes" not in install_and_run("llmperf")
     # The slim image has no git: no VCS requirement, only an archive of a pinned commit.
     assert not re.search(r"^[^#]*\bgit\+", llmperf, re.MULTILINE)
     assert "llmperf @ https://github.com/ray-project/llmperf/archive/f1d6bed47e4501b0e371082b41601b59ab55269f.tar.gz" in llmperf

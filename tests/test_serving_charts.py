@@ -171,6 +171,7 @@ def test_every_object_passes_strict_schema_validation(dist, version):
         "CronJob",
         "Deployment",
         "Service",
+        "NetworkPolicy",
     }
     for obj in objects:
         kubernetes_validate.validate(obj, f"{version}.0", strict=True)
@@ -193,7 +194,12 @@ def test_hf_token_variant_passes_schema_validation(config):
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "model-cache" and "automountServiceAccountToken" not in pod
     (init,) = pod["initContainers"]
-    assert {e["name"]: e["value"] for e in init["env"]} == {"SECRET": secret, "AWS_REGION": "us-east-2"}
+    assert {e["name"]: e["value"] for e in init["env"]} == {
+        "SECRET": secret,
+        "AWS_REGION": "us-east-2",
+        "HOME": "/scratch",
+        "TMPDIR": "/scratch",
+    }
     assert {"name": "HF_TOKEN_PATH", "value": "/var/run/secrets/huggingface/token"} in pod["containers"][0]["env"]
 
 
@@ -316,3 +322,30 @@ def test_dist_rejects_a_bad_bucket_name_and_bad_config(capsys):
 def test_without_the_scheduler_extension_the_default_scheduler_places_pods():
     plan = serving_plan(load_config({"addons.neuron_scheduler": "false"}, {}), BUCKET)
     assert "schedulerName" not in deployment(plan.services[0])["spec"]["template"]["spec"]
+
+
+def test_images_pinned_by_digest_reach_every_container_unchanged(tmp_path):
+    """A digest (immutable, unlike a tag) is passed through as configured (charts/README.md says how
+    to look one up)."""
+    import yaml
+
+    from charts.dist import write_dist
+
+    digest = "sha256:" + "0123456789abcdef" * 4
+    images = {
+        "serving.image": f"public.ecr.aws/neuron/pytorch-inference-vllm-neuronx@{digest}",
+        "serving.aws_cli_image": f"public.ecr.aws/aws-cli/aws-cli@{digest}",
+        "benchmark.image": f"public.ecr.aws/docker/library/python@{digest}",
+    }
+    secret = "arn:aws:secretsmanager:us-east-2:123456789012:secret:hf/token-AbCdEf"
+    config = load_config({**images, "serving.hf_token_secret_arn": secret}, {})
+    seen = set()
+    for path in write_dist(config, BUCKET, tmp_path):
+        for obj in yaml.safe_load_all(path.read_text()):
+            spec = (obj or {}).get("spec", {})
+            template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get("template")
+            for container in (template or {}).get("spec", {}).get("initContainers", []) + (template or {}).get("spec", {}).get(
+                "containers", []
+            ):
+                seen.add(container["image"])
+    assert seen == set(images.values())

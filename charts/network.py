@@ -1,0 +1,107 @@
+"""NetworkPolicies of the serving namespace: only the benchmark (and any pod that opts in with the
+client label) reaches the vLLM pods, and no pod reaches the node's instance metadata (IMDS).
+
+Enforced by the VPC CNI's network policy agent once the ``vpc-cni`` add-on runs with
+``enableNetworkPolicy`` (stacks/addons). What that agent does beyond the Kubernetes API, and this
+file relies on:
+
+- kubelet probes: the agent allows all traffic to and from the node's own IP, so the startup,
+  readiness and liveness probes need no rule (aws/aws-network-policy-agent PR 65, "Ignore policy
+  restrictions against Node IP", fixing issue 56 "Liveness Probes (from host kubelet) are
+  incorrectly blocked"; the Kubernetes docs say the same of every implementation: "Pods cannot ...
+  block access from their resident node").
+- ``ipBlock.except``: honoured since agent v1.0.4 (VPC CNI v1.15.1; aws/aws-network-policy-agent
+  issues 92 and 120).
+- Only pods with ``metadata.ownerReferences`` get policies ("Standalone Pods ... can't have network
+  policies applied to them": EKS user guide, cni-network-policy.html "Considerations";
+  aws/aws-network-policy-agent issue 327). Every pod here comes from a Deployment or a Job; a bare
+  ``kubectl run`` pod in the namespace is not covered.
+- ``kubectl port-forward`` is not network traffic of the pod: the container runtime enters the
+  pod's network namespace and dials ``localhost:<port>`` there (containerd
+  pkg/cri/server/sandbox_portforward_linux.go), so it never crosses the pod's host-side veth where
+  the agent's eBPF programs sit (aws-network-policy-agent README). Port-forwarding is governed by
+  RBAC (``pods/portforward``), not by these policies (charts/README.md, "Network policies").
+
+The Mountpoint pods that serve the bucket volumes run in the ``mount-s3`` namespace
+(awslabs/mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md), the Pod Identity agent on the host
+network: neither is selected here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .objects import metadata
+
+# Pods carrying this label may call the vLLM services: the benchmark Job's pods set it; a sweep or
+# any other client opts in the same way.
+CLIENT_LABEL = "specdecode/endpoint-client"
+CLIENT_LABELS = {CLIENT_LABEL: "true"}
+# The label every vLLM pod carries (charts.spec.instance_labels).
+SERVING_POD_LABELS = {"app.kubernetes.io/name": "vllm"}
+
+# EC2 instance metadata (IMDS), IPv4 and IPv6 (the IPv6 endpoint exists on Nitro instances when
+# enabled): https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html
+IMDS_CIDRS = ("169.254.169.254/32", "fd00:ec2::254/128")
+# The EKS Pod Identity agent, which must stay reachable (it is how every pod here gets AWS
+# credentials): 169.254.170.23 and [fd00:ec2::23], port 80 --
+# https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html ("Considerations").
+POD_IDENTITY_AGENT = ("169.254.170.23", "fd00:ec2::23")
+
+
+def default_deny_ingress(namespace: str) -> dict[str, Any]:
+    """Every pod of the namespace is isolated for ingress; the policies below open what is needed."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata("default-deny-ingress", namespace),
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+
+
+def serving_from_clients(namespace: str, port: int) -> dict[str, Any]:
+    """The vLLM pods accept their serving port from client pods of this namespace, nothing else.
+
+    A peer with only ``podSelector`` selects pods of the policy's own namespace. The port is a
+    number, not the container port's name, so it means the same to every implementation."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata("vllm-from-endpoint-clients", namespace),
+        "spec": {
+            "podSelector": {"matchLabels": dict(SERVING_POD_LABELS)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": dict(CLIENT_LABELS)}}], "ports": [{"protocol": "TCP", "port": port}]}],
+        },
+    }
+
+
+def egress_without_imds(namespace: str) -> dict[str, Any]:
+    """Every pod may reach anything (DNS, the services, S3, Secrets Manager, the Hugging Face Hub,
+    PyPI, the Pod Identity agent) except the node's instance metadata, where the node role's
+    credentials are. The Neuron nodes keep IMDS hop limit 2 for the Mountpoint pods (in their own
+    namespace); this closes it for the workloads, which get credentials from Pod Identity only."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata("egress-except-instance-metadata", namespace),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        # Pods of every namespace by label too, for implementations where pod
+                        # addresses do not match an ipBlock (the Kubernetes API leaves that open).
+                        {"namespaceSelector": {}},
+                        {"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDRS[0]]}},
+                        {"ipBlock": {"cidr": "::/0", "except": [IMDS_CIDRS[1]]}},
+                    ]
+                }
+            ],
+        },
+    }
+
+
+def network_policies(namespace: str, port: int) -> tuple[dict[str, Any], ...]:
+    return (default_deny_ingress(namespace), serving_from_clients(namespace, port), egress_without_imds(namespace))
