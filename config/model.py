@@ -218,7 +218,7 @@ class AddonSettings:
     )
     vpc_cni_version: str = setting(
         "v1.21.1-eksbuild.7",
-        "Version of the `vpc-cni` add-on (`v<x.y.z>-eksbuild.<n>`, v1.14 or later), installed with its network "
+        "Version of the `vpc-cni` add-on (`v<x.y.z>-eksbuild.<n>`, v1.15.1 or later), installed with its network "
         "policy agent on so the app namespace's NetworkPolicies are enforced.",
     )
 

@@ -24,7 +24,7 @@ PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[A-Z
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$")
 IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
-ADDON_VERSION = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.\d+-eksbuild\.\d+$")
+ADDON_VERSION = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-eksbuild\.\d+$")
 # CloudWatch namespaces: printable ASCII without ':' first, not starting with 'AWS/'.
 NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}$")
 DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
@@ -544,17 +544,24 @@ def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
             "is not a chart version (helm pull needs one)",
             "a published version such as 1.10.0",
         )
-    # (key, value, lowest (major, minor) that works here, why)
+    # (key, value, lowest (major, minor, patch) that works here, why)
     for key, value, lowest, why in (
-        ("addons.cloudwatch_observability_version", a.cloudwatch_observability_version, (3, 1), "Pod Identity needs v3.1+"),
-        ("addons.mountpoint_s3_csi_version", a.mountpoint_s3_csi_version, (2, 0), "only v2 accepts Pod Identity"),
-        ("addons.vpc_cni_version", a.vpc_cni_version, (1, 14), "network policies need v1.14+"),
+        ("addons.cloudwatch_observability_version", a.cloudwatch_observability_version, (3, 1, 0), "Pod Identity needs v3.1+"),
+        ("addons.mountpoint_s3_csi_version", a.mountpoint_s3_csi_version, (2, 0, 0), "only v2 accepts Pod Identity"),
+        (
+            "addons.vpc_cni_version",
+            a.vpc_cni_version,
+            (1, 15, 1),
+            # The app namespace's egress policy uses ipBlock.except, honoured since network policy agent
+            # v1.0.4, shipped with VPC CNI v1.15.1 (charts/network.py cites the agent's issues).
+            "the egress policy's ipBlock.except needs v1.15.1+",
+        ),
     ):
         match = ADDON_VERSION.match(value)
         if not match:
             yield Problem(key, value, "is not an EKS add-on version", "v<major>.<minor>.<patch>-eksbuild.<n>")
-        elif (int(match["major"]), int(match["minor"])) < lowest:
-            yield Problem(key, value, f"is too old ({why})", f"v{lowest[0]}.{lowest[1]}.0-eksbuild.1 or later")
+        elif (int(match["major"]), int(match["minor"]), int(match["patch"])) < lowest:
+            yield Problem(key, value, f"is too old ({why})", "v{}.{}.{}-eksbuild.1 or later".format(*lowest))
 
 
 def scheduler_skew_problems(image: str, cluster_version: str) -> Iterable[Problem]:

@@ -207,7 +207,7 @@ def test_addon_versions_are_pinned_to_the_cited_defaults(platform):
     [
         ("addons.mountpoint_s3_csi_version", "v1.15.0-eksbuild.1", "is too old (only v2 accepts Pod Identity)"),
         ("addons.mountpoint_s3_csi_version", "", "is not an EKS add-on version"),
-        ("addons.vpc_cni_version", "v1.13.4-eksbuild.1", "is too old (network policies need v1.14+)"),
+        ("addons.vpc_cni_version", "v1.15.0-eksbuild.1", "is too old (the egress policy's ipBlock.except needs v1.15.1+)"),
         ("addons.vpc_cni_version", "1.21.1", "is not an EKS add-on version"),
         ("addons.cloudwatch_observability_version", "v3.0.0-eksbuild.1", "is too old (Pod Identity needs v3.1+)"),
         ("addons.cloudwatch_observability_version", "latest", "is not an EKS add-on version"),
@@ -221,5 +221,5 @@ def test_addon_versions_are_validated(key, value, message):
 
 
 def test_addon_versions_accept_newer_builds():
-    config = load_config({"addons.vpc_cni_version": "v1.14.0-eksbuild.3", "addons.mountpoint_s3_csi_version": "v2.0.0-eksbuild.1"}, {})
-    assert (config.addons.vpc_cni_version, config.addons.mountpoint_s3_csi_version) == ("v1.14.0-eksbuild.3", "v2.0.0-eksbuild.1")
+    config = load_config({"addons.vpc_cni_version": "v1.15.1-eksbuild.3", "addons.mountpoint_s3_csi_version": "v2.0.0-eksbuild.1"}, {})
+    assert (config.addons.vpc_cni_version, config.addons.mountpoint_s3_csi_version) == ("v1.15.1-eksbuild.3", "v2.0.0-eksbuild.1")

@@ -16,7 +16,7 @@ SOURCES = {
     # that accepts Pod Identity associations (awslabs/mountpoint-s3-csi-driver issue 215, PR 578).
     "aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.1",
     # A public Terraform EKS module's example on 1.35 (kube-proxy v1.35.3-eksbuild.2) runs exactly
-    # this version with configuration {"enableNetworkPolicy": "true"}; network policies need v1.14+
+    # this version with configuration {"enableNetworkPolicy": "true"}; the egress policy's ipBlock.except needs v1.15.1+
     # (EKS user guide, cni-network-policy-configure.adoc, "Minimum VPC CNI version").
     "vpc-cni": "v1.21.1-eksbuild.7",
 }
