@@ -58,8 +58,8 @@ def individual_response(record: RequestRecord) -> dict[str, Any]:
         "error_code": None,
         "error_msg": "",
         "inter_token_latency_s": record.llmperf_inter_token_latency_s if own else record.inter_token_latency_s,
-        "ttft_s": record.ttft_s,
-        "end_to_end_latency_s": record.end_to_end_latency_s,
+        "ttft_s": record.llmperf_ttft_s if own else record.ttft_s,
+        "end_to_end_latency_s": record.llmperf_end_to_end_latency_s if own else record.end_to_end_latency_s,
         "request_output_throughput_token_per_s": record.llmperf_output_throughput_tps if own else record.output_throughput_tps,
         "number_total_tokens": (record.input_tokens or 0) + (output_tokens or 0),
         "number_output_tokens": output_tokens,
@@ -273,6 +273,7 @@ def records_from_rows(
             record.inter_token_latency_s = row["inter_token_latency_s"]
             llmperf_tokens = row["number_output_tokens"]
             record.llmperf_output_tokens = llmperf_tokens
+            record.llmperf_ttft_s, record.llmperf_end_to_end_latency_s = record.ttft_s, record.end_to_end_latency_s
             record.llmperf_inter_token_latency_s = row["inter_token_latency_s"]
             record.llmperf_output_throughput_tps = row["request_output_throughput_token_per_s"]
             record.output_tokens = None if llmperf_tokens is None else max(llmperf_tokens - 1, 0)

@@ -25,8 +25,8 @@ COUNT_FROM_TOKENIZER = "tokenizer"  # the served model's tokenizer, asked after 
 COUNT_FROM_LLAMA2 = "llama2-tokenizer"  # llmperf's own counting, whatever model is served
 
 FIGURE_DEFINITIONS = {
-    "ttft_s": "request sent to first content chunk",
-    "end_to_end_latency_s": "request sent to the end of the stream",
+    "ttft_s": "request written to first content chunk",
+    "end_to_end_latency_s": "request written to the end of the stream",
     "chunks": "content chunks: streamed events with non-empty text (role-only and finish-only frames excluded)",
     "output_tokens": "content tokens, no BOS; counted as token_count_source says",
     "inter_token_latency_s": "per content chunk: (last content chunk - sent) / chunks",
@@ -34,6 +34,8 @@ FIGURE_DEFINITIONS = {
     "tokens_per_chunk": "output_tokens / chunks",
     "output_throughput_tps": "output_tokens / end-to-end",
     "chunk_times_s": "arrival of each content chunk after the request was sent (empty for imported llmperf files)",
+    "llmperf_ttft_s": "llmperf's: from before requests.post (session and connection set-up included) to the first content chunk",
+    "llmperf_end_to_end_latency_s": "llmperf's: from before requests.post to the end of the stream",
     "llmperf_chunks": "llmperf's count: every data line but [DONE] (role and finish frames included)",
     "llmperf_output_tokens": "llmperf's count: len(Llama-2 tokenizer.encode(text)), BOS included",
     "llmperf_inter_token_latency_s": "llmperf's: summed gaps / llmperf_chunks, as its token_benchmark_ray.py",
@@ -73,6 +75,8 @@ class RequestRecord:
     chunk_times_s: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     # llmperf's own figures, as llmperf computes them (FIGURE_DEFINITIONS); None from the native engine.
+    llmperf_ttft_s: float | None = None
+    llmperf_end_to_end_latency_s: float | None = None
     llmperf_chunks: int | None = None
     llmperf_output_tokens: int | None = None
     llmperf_inter_token_latency_s: float | None = None

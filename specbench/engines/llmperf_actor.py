@@ -5,9 +5,9 @@ src/llmperf/ray_clients/openai_chat_completions_client.py) times each content ch
 only the sum of the gaps; it counts every ``data:`` line as a token (role and finish frames too);
 it prints an exception and returns an empty ``error_msg`` for anything but an HTTP error status.
 Its code runs here unchanged, with its module's ``requests`` swapped for a recorder that stamps
-every line the stream yields, and its printed error kept.
+when the request was written (urllib3) and every line the stream yields, and its printed error kept.
 
-Self-contained (standard library only, no specbench imports): Ray pickles this module by value
+Self-contained (standard library and requests' urllib3, no specbench imports): Ray pickles this module by value
 into its worker processes (``ray.cloudpickle.register_pickle_by_value``), so those need nothing
 but llmperf installed.
 """
@@ -17,8 +17,31 @@ from __future__ import annotations
 import functools
 import io
 import os
+import threading
 import time
 from typing import Any
+
+_written = threading.local()  # per thread: the stand-in in tests runs several clients in one process
+
+
+def _stamp_writes() -> None:
+    """Stamp when urllib3 has written a request (``HTTPConnection.request`` returns after the body):
+    the moment the native engine starts its clock too. llmperf's own clock starts before
+    ``requests.post``, so it also counts building a session and opening a connection."""
+    import urllib3.connection
+
+    connection = urllib3.connection.HTTPConnection
+    if getattr(connection.request, "_specbench_stamped", False):
+        return
+    original = connection.request
+
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        _written.at = time.perf_counter()
+        return result
+
+    request._specbench_stamped = True  # type: ignore[attr-defined]
+    connection.request = request
 
 
 class _RecordingResponse:
@@ -38,11 +61,12 @@ class _RecordingResponse:
         return self._response.__exit__(*exc_info)
 
     def iter_lines(self, *args: Any, **kwargs: Any) -> Any:
-        start, lines = self._trace["sent_perf_s"], self._trace["lines"]
+        start, lines = self._trace["written_perf_s"], self._trace["lines"]
         try:
             for line in self._response.iter_lines(*args, **kwargs):
                 lines.append((time.perf_counter() - start, line.decode("utf-8", "replace") if isinstance(line, bytes) else line))
                 yield line
+            self._trace["end_s"] = time.perf_counter() - start
         except Exception as error:
             self._trace["error"] = f"{type(error).__name__}: {error}"
             raise
@@ -61,15 +85,22 @@ class RecordingRequests:
         # llmperf starts its clock just before this call (time.monotonic, the same CLOCK_MONOTONIC
         # as perf_counter on Linux); the wall clock is the record's started_at.
         self._trace["sent_wall_s"], self._trace["sent_perf_s"] = time.time(), time.perf_counter()
+        _written.at = None
         try:
-            return _RecordingResponse(self._requests.post(*args, **kwargs), self._trace)
+            response = self._requests.post(*args, **kwargs)
+            written = _written.at or self._trace["sent_perf_s"]
+            self._trace["written_perf_s"] = written
+            self._trace["sent_wall_s"] += written - self._trace["sent_perf_s"]
+            return _RecordingResponse(response, self._trace)
         except Exception as error:
             self._trace["error"] = f"{type(error).__name__}: {error}"
             raise
 
 
 def new_trace() -> dict[str, Any]:
-    return {"sent_wall_s": None, "sent_perf_s": None, "lines": [], "error": "", "printed": ""}
+    """``sent_perf_s``: llmperf's clock starts about here; ``written_perf_s``: the request was on the
+    wire, where line stamps and ``end_s`` (the stream's end) count from, as the native engine's."""
+    return {"sent_wall_s": None, "sent_perf_s": None, "written_perf_s": None, "end_s": None, "lines": [], "error": "", "printed": ""}
 
 
 def traced_request(client_module: Any, llm_request: Any, owner: Any, config: Any) -> tuple[Any, str, Any, dict[str, Any]]:
@@ -78,6 +109,7 @@ def traced_request(client_module: Any, llm_request: Any, owner: Any, config: Any
     One request at a time per process (a Ray actor runs its calls one by one), so swapping the
     module global is safe there.
     """
+    _stamp_writes()
     trace = new_trace()
     real = client_module.requests
     printed = io.StringIO()

@@ -5,11 +5,10 @@ any ``RequestConfig(prompt=(text, n_tokens))``. Its client's code runs unchanged
 (``llmperf_actor.py``), which also stamps every streamed line: llmperf times its chunks but
 returns only their sum.
 
-Figures (records.FIGURE_DEFINITIONS): TTFT and end-to-end latency are llmperf's own measurements.
-Every figure the project derives counts content chunks (events with text) and content tokens (the
-served model's tokenizer via /tokenize, no BOS), as the native engine does; llmperf's own figures
-(data lines as chunks, Llama-2 tokens with BOS) are kept beside them in the ``llmperf_*`` fields
-and in llmperf's result files.
+Figures (records.FIGURE_DEFINITIONS): timed from the request written, over content chunks (events
+with text) and content tokens (the served model's tokenizer via /tokenize, no BOS), as the native
+engine does. llmperf's own figures (its clock from before the connection, data lines as chunks,
+Llama-2 tokens with BOS) are kept beside them in the ``llmperf_*`` fields and in llmperf's files.
 
 Load: each concurrency slot has its own launcher with one client and launches its next request as
 soon as its last one finished, as llmperf's token_benchmark_ray.py does since #59 (f1d6bed): a
@@ -35,7 +34,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from ..endpoints import count_tokens_async
-from ..records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, RequestRecord, stream_metrics, time_per_output_token
+from ..records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, RequestRecord, stream_metrics
 from . import Endpoint, LoadSpec, OnRecord, PreparedCase
 
 LLAMA2_TOKENIZER = "hf-internal-testing/llama-tokenizer"  # what llmperf counts with (token_benchmark_ray.py)
@@ -119,7 +118,7 @@ def record_from_llmperf(
         started_at=trace.get("sent_wall_s") or time.time(),
         input_tokens=metrics.get("number_input_tokens"),
         token_count_source=token_count_source,
-        sent_monotonic_s=trace.get("sent_perf_s"),
+        sent_monotonic_s=trace.get("written_perf_s"),
     )
     if metrics.get("error_code") is not None:
         record.error_code = int(metrics["error_code"])
@@ -129,18 +128,19 @@ def record_from_llmperf(
     if not stream.times or not chunk_tokens:
         record.error_code, record.error_msg = CLIENT_ERROR, "empty completion: no content chunk arrived"
         return record
-    ttft, e2e = float(metrics["ttft_s"]), float(metrics["end_to_end_latency_s"])
-    for key, value in stream_metrics(stream.times, chunk_tokens, e2e, record.input_tokens).items():
+    e2e = float(metrics["end_to_end_latency_s"])
+    # Timed from the request written, as the native engine times: llmperf's clock starts before
+    # requests builds a session and opens a connection (its figures are kept below).
+    end = trace.get("end_s")
+    for key, value in stream_metrics(stream.times, chunk_tokens, e2e if end is None else end, record.input_tokens).items():
         setattr(record, key, value)
-    # llmperf's own clock for TTFT and its summed gaps (they end at the last content chunk).
-    record.ttft_s = ttft
-    record.inter_token_latency_s = float(metrics["inter_token_latency_s"]) / len(stream.times)
-    record.time_per_output_token_s = time_per_output_token(ttft, e2e, record.output_tokens or 0)
     record.chunk_times_s = [round(t, 6) for t in stream.times]
     record.chunk_tokens = list(chunk_tokens)
     record.output_sha256 = hashlib.sha256(generated_text.encode("utf-8")).hexdigest()
     # llmperf's figures as its token_benchmark_ray.py writes them (#59): its client's data-line count
     # divides the summed gaps, the Llama-2 count (BOS included) is the output tokens and throughput.
+    record.llmperf_ttft_s = float(metrics["ttft_s"])
+    record.llmperf_end_to_end_latency_s = e2e
     record.llmperf_chunks = stream.data_lines
     record.llmperf_output_tokens = llama2_tokens
     record.llmperf_inter_token_latency_s = float(metrics["inter_token_latency_s"]) / stream.data_lines
