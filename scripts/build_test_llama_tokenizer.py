@@ -33,7 +33,7 @@ def corpus() -> list[str]:
 
 
 def build(cache: Path) -> Path:
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
@@ -42,6 +42,8 @@ def build(cache: Path) -> Path:
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
     trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=["<unk>", "<s>", "</s>", *byte_tokens], show_progress=False)
     tokenizer.train_from_iterator(corpus(), trainer)
+    bos = ("<s>", tokenizer.token_to_id("<s>"))  # Llama-2's tokenizer.json prepends it the same way
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[bos])
 
     snapshot = cache / f"models--{REPO_ID.replace('/', '--')}" / "snapshots" / REVISION
     snapshot.mkdir(parents=True, exist_ok=True)

@@ -21,27 +21,28 @@ import threading
 import time
 from typing import Any
 
-_written = threading.local()  # per thread: the stand-in in tests runs several clients in one process
 
-
-def _stamp_writes() -> None:
-    """Stamp when urllib3 has written a request (``HTTPConnection.request`` returns after the body):
-    the moment the native engine starts its clock too. llmperf's own clock starts before
-    ``requests.post``, so it also counts building a session and opening a connection."""
+def _stamps() -> Any:
+    """Per thread (the stand-in in tests runs several clients in one process): when urllib3 last
+    wrote a request (``HTTPConnection.request`` returns after the body), the moment the native
+    engine starts its clock too. llmperf's own clock starts before ``requests.post``, so it also
+    counts building a session and opening a connection. Kept on urllib3's module, not here: this
+    module travels pickled by value, and a thread-local cannot be pickled."""
     import urllib3.connection
 
     connection = urllib3.connection.HTTPConnection
-    if getattr(connection.request, "_specbench_stamped", False):
-        return
-    original = connection.request
+    stamps = getattr(urllib3.connection, "_specbench_written", None)
+    if stamps is None:
+        stamps = urllib3.connection._specbench_written = threading.local()
+        original = connection.request
 
-    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
-        _written.at = time.perf_counter()
-        return result
+        def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, *args, **kwargs)
+            stamps.at = time.perf_counter()
+            return result
 
-    request._specbench_stamped = True  # type: ignore[attr-defined]
-    connection.request = request
+        connection.request = request
+    return stamps
 
 
 class _RecordingResponse:
@@ -84,11 +85,12 @@ class RecordingRequests:
     def post(self, *args: Any, **kwargs: Any) -> _RecordingResponse:
         # llmperf starts its clock just before this call (time.monotonic, the same CLOCK_MONOTONIC
         # as perf_counter on Linux); the wall clock is the record's started_at.
+        stamps = _stamps()
         self._trace["sent_wall_s"], self._trace["sent_perf_s"] = time.time(), time.perf_counter()
-        _written.at = None
+        stamps.at = None
         try:
             response = self._requests.post(*args, **kwargs)
-            written = _written.at or self._trace["sent_perf_s"]
+            written = stamps.at or self._trace["sent_perf_s"]
             self._trace["written_perf_s"] = written
             self._trace["sent_wall_s"] += written - self._trace["sent_perf_s"]
             return _RecordingResponse(response, self._trace)
@@ -109,7 +111,6 @@ def traced_request(client_module: Any, llm_request: Any, owner: Any, config: Any
     One request at a time per process (a Ray actor runs its calls one by one), so swapping the
     module global is safe there.
     """
-    _stamp_writes()
     trace = new_trace()
     real = client_module.requests
     printed = io.StringIO()

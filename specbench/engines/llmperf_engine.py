@@ -276,7 +276,12 @@ class LlmperfEngine:
         async with aiohttp.ClientSession() as session:
 
             async def finish(out: Any, index: int) -> None:
-                record = await self._record(session, endpoint, prepared, load, run_id, index, out, counts)
+                try:
+                    record = await self._record(session, endpoint, prepared, load, run_id, index, out, counts)
+                except Exception as error:  # noqa: BLE001 - a request is never lost: it becomes an error record
+                    record = self._error_record(
+                        endpoint, prepared, run_id, index, f"unreadable llmperf result: {type(error).__name__}: {error}"
+                    )
                 on_record(record)
                 records.append(record)
 
