@@ -126,14 +126,16 @@ class RequestsLauncher:
 class StandInBackend:
     """The engine's Backend over the stand-ins; counts its calls so tests can check set-up and close."""
 
-    def __init__(self, fail_for: str = "", start_delay_s: float = 0.0) -> None:
+    def __init__(self, fail_for: str = "", start_delay_s: float = 0.0, start_error: str = "") -> None:
         self.starts = self.closes = 0
-        self.fail_for, self.start_delay_s = fail_for, start_delay_s
+        self.fail_for, self.start_delay_s, self.start_error = fail_for, start_delay_s, start_error
         self.actors: list[StandInActor] = []
 
     def start(self):
         self.starts += 1
         time.sleep(self.start_delay_s)  # a slow import: a second endpoint must wait, not start again
+        if self.start_error:
+            raise OSError(self.start_error)  # e.g. the tokenizer not found, after Ray had started
         return lambda text: len(text.split()) + 1  # a stand-in for Llama-2: one token a word, plus BOS
 
     def client(self, endpoint):

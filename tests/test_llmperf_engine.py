@@ -111,6 +111,15 @@ def test_one_endpoints_failed_set_up_becomes_its_error_records_and_the_other_kee
     assert json.loads(store.read("run.json"))["cases"]["counting"]["errors"] == 4
 
 
+def test_a_failed_start_gives_error_records_and_still_shuts_down():
+    backend = StandInBackend(start_error="llama-tokenizer not in the cache")
+    records = run_engine(LlmperfEngine(backend), Endpoint("e", "http://127.0.0.1:9"), LoadSpec(MODEL, 5, 2, 3, 10.0))
+    assert [(r.request_index, r.error_code, r.error_msg) for r in records] == [
+        (i, CLIENT_ERROR, "llmperf set-up failed: OSError: llama-tokenizer not in the cache") for i in range(3)
+    ]
+    assert (backend.starts, backend.closes) == (1, 1)
+
+
 def test_llmperf_error_details_pass_through():
     """llmperf returns an empty error_msg for a refused connection: the exception it printed is kept."""
     with EmulatorServer(EmulatorProfile(faults={0: "http_500"})) as server:

@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -204,9 +205,9 @@ class RayBackend:
         return self._request_config(**fields)
 
     def close(self) -> None:
-        import ray
-
-        ray.shutdown()
+        ray = sys.modules.get("ray")  # nothing to shut down if Ray was never imported
+        if ray is not None:
+            ray.shutdown()  # stops the raylet, GCS and agents this process started (no orphans)
 
 
 class LlmperfEngine:
@@ -217,6 +218,7 @@ class LlmperfEngine:
         self._count_llama2: Callable[[str], int] | None = None
         self._clients: dict[str, list[Any]] = {}
         self._failed: dict[str, str] = {}  # endpoint -> why its clients could not be started
+        self._backend_started = False
         self._setup_lock: asyncio.Lock | None = None
         self._pools: list[concurrent.futures.ThreadPoolExecutor] = []
 
@@ -227,6 +229,7 @@ class LlmperfEngine:
             self._setup_lock = asyncio.Lock()
         async with self._setup_lock:
             if self._count_llama2 is None:
+                self._backend_started = True  # even a failed start may have started Ray: close shuts it down
                 self._count_llama2 = await asyncio.to_thread(self._backend.start)
             for endpoint in endpoints:
                 clients = self._clients.setdefault(endpoint.name, [])
@@ -241,8 +244,8 @@ class LlmperfEngine:
         for pool in self._pools:
             pool.shutdown(wait=False, cancel_futures=True)
         self._pools.clear()
-        if self._count_llama2 is not None:
-            self._count_llama2 = None
+        if self._backend_started:
+            self._backend_started, self._count_llama2 = False, None
             self._clients.clear()
             self._backend.close()
 
