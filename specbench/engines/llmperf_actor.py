@@ -86,6 +86,8 @@ class RecordingRequests:
         # llmperf starts its clock just before this call (time.monotonic, the same CLOCK_MONOTONIC
         # as perf_counter on Linux); the wall clock is the record's started_at.
         stamps = _stamps()
+        if self._trace.get("request_id"):  # as the native engine sends it: vLLM logs it, the emulator keys its truth on it
+            kwargs["headers"] = {**(kwargs.get("headers") or {}), "X-Request-Id": self._trace["request_id"]}
         self._trace["sent_wall_s"], self._trace["sent_perf_s"] = time.time(), time.perf_counter()
         stamps.at = None
         try:
@@ -112,6 +114,7 @@ def traced_request(client_module: Any, llm_request: Any, owner: Any, config: Any
     module global is safe there.
     """
     trace = new_trace()
+    trace["request_id"] = (getattr(config, "metadata", None) or {}).get("request_id", "")
     real = client_module.requests
     printed = io.StringIO()
     client_module.requests = RecordingRequests(real, trace)

@@ -296,7 +296,7 @@ class LlmperfEngine:
                         prompt=(prepared.prompt, prepared.prompt_tokens),
                         sampling_params=load.sampling_params(),
                         llm_api="openai",
-                        metadata={"index": index},
+                        metadata={"index": index, "request_id": f"{run_id}-{endpoint.name}-{prepared.case.name}-{index}"},
                     )
                     try:
                         outs = await loop.run_in_executor(pool, _launch_and_wait, launcher, config)
