@@ -50,15 +50,19 @@ def individual_response(record: RequestRecord) -> dict[str, Any]:
             "number_output_tokens": 0,
             "number_input_tokens": record.input_tokens or 0,
         }
+    # A record of the llmperf engine carries llmperf's own figures: its files get those, as llmperf
+    # writes them (data lines as chunks, Llama-2 tokens with BOS); other records, their content figures.
+    own = record.llmperf_output_tokens is not None
+    output_tokens = record.llmperf_output_tokens if own else record.output_tokens
     return {
         "error_code": None,
         "error_msg": "",
-        "inter_token_latency_s": record.inter_token_latency_s,
-        "ttft_s": record.ttft_s,
-        "end_to_end_latency_s": record.end_to_end_latency_s,
-        "request_output_throughput_token_per_s": record.output_throughput_tps,
-        "number_total_tokens": (record.input_tokens or 0) + (record.output_tokens or 0),
-        "number_output_tokens": record.output_tokens,
+        "inter_token_latency_s": record.llmperf_inter_token_latency_s if own else record.inter_token_latency_s,
+        "ttft_s": record.llmperf_ttft_s if own else record.ttft_s,
+        "end_to_end_latency_s": record.llmperf_end_to_end_latency_s if own else record.end_to_end_latency_s,
+        "request_output_throughput_token_per_s": record.llmperf_output_throughput_tps if own else record.output_throughput_tps,
+        "number_total_tokens": (record.input_tokens or 0) + (output_tokens or 0),
+        "number_output_tokens": output_tokens,
         "number_input_tokens": record.input_tokens,
     }
 
@@ -242,7 +246,12 @@ def parse_summary(text: str, source: str = "summary.json") -> dict[str, Any]:
 def records_from_rows(
     rows: Iterable[dict[str, Any]], *, run_id: str, variant: str, test_case: str, prompt_class: str, started_at: float
 ) -> list[RequestRecord]:
-    """Our records from llmperf rows (chunk timings are not in llmperf's files, so they stay empty)."""
+    """Our records from llmperf rows (chunk timings are not in llmperf's files, so they stay empty).
+
+    llmperf's figures go to the ``llmperf_*`` fields as they are; output tokens become content
+    tokens by dropping the BOS its Llama-2 count includes. Its files have no content-chunk count:
+    ``inter_token_latency_s`` stays llmperf's per-data-line figure and ``chunks`` stays 0.
+    """
     records = []
     for index, row in enumerate(rows):
         record = RequestRecord(
@@ -262,9 +271,15 @@ def records_from_rows(
             record.ttft_s = row["ttft_s"]
             record.end_to_end_latency_s = row["end_to_end_latency_s"]
             record.inter_token_latency_s = row["inter_token_latency_s"]
-            record.output_tokens = row["number_output_tokens"]
-            record.output_throughput_tps = row["request_output_throughput_token_per_s"]
-            if record.ttft_s is not None and record.end_to_end_latency_s is not None and record.output_tokens is not None:
+            llmperf_tokens = row["number_output_tokens"]
+            record.llmperf_output_tokens = llmperf_tokens
+            record.llmperf_ttft_s, record.llmperf_end_to_end_latency_s = record.ttft_s, record.end_to_end_latency_s
+            record.llmperf_inter_token_latency_s = row["inter_token_latency_s"]
+            record.llmperf_output_throughput_tps = row["request_output_throughput_token_per_s"]
+            record.output_tokens = None if llmperf_tokens is None else max(llmperf_tokens - 1, 0)
+            e2e = record.end_to_end_latency_s
+            record.output_throughput_tps = record.output_tokens / e2e if (record.output_tokens is not None and e2e) else None
+            if record.ttft_s is not None and e2e is not None and record.output_tokens is not None:
                 record.time_per_output_token_s = time_per_output_token(record.ttft_s, record.end_to_end_latency_s, record.output_tokens)
         records.append(record)
     return records

@@ -5,6 +5,11 @@ Two inter-token figures, because speculative decoding makes them differ:
   divided by the number of chunks. vLLM streams one chunk per engine step, and a speculative step
   carries several tokens, so this is a per-*chunk* time.
 - ``time_per_output_token_s`` is per *token*: (end-to-end - TTFT) / (output tokens - 1).
+
+Chunks and tokens in every figure the project derives are *content* chunks (events carrying text)
+and *content* tokens (the served model's, no BOS), whichever engine measured them. llmperf's own
+figures (every data line a chunk, Llama-2 tokens with BOS) ride along in the ``llmperf_*`` fields
+when the llmperf engine ran. ``FIGURE_DEFINITIONS`` says which is which; a run stores it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,24 @@ from typing import Any
 COUNT_FROM_USAGE = "usage"  # vLLM continuous usage statistics: the served model's own tokenizer
 COUNT_FROM_TOKENIZER = "tokenizer"  # the served model's tokenizer, asked after the request
 COUNT_FROM_LLAMA2 = "llama2-tokenizer"  # llmperf's own counting, whatever model is served
+
+FIGURE_DEFINITIONS = {
+    "ttft_s": "request written to first content chunk",
+    "end_to_end_latency_s": "request written to the end of the stream",
+    "chunks": "content chunks: streamed events with non-empty text (role-only and finish-only frames excluded)",
+    "output_tokens": "content tokens, no BOS; counted as token_count_source says",
+    "inter_token_latency_s": "per content chunk: (last content chunk - sent) / chunks",
+    "time_per_output_token_s": "per content token: (end-to-end - TTFT) / (output_tokens - 1)",
+    "tokens_per_chunk": "output_tokens / chunks",
+    "output_throughput_tps": "output_tokens / end-to-end",
+    "chunk_times_s": "arrival of each content chunk after the request was sent (empty for imported llmperf files)",
+    "llmperf_ttft_s": "llmperf's: from before requests.post (session and connection set-up included) to the first content chunk",
+    "llmperf_end_to_end_latency_s": "llmperf's: from before requests.post to the end of the stream",
+    "llmperf_chunks": "llmperf's count: every data line but [DONE] (role and finish frames included)",
+    "llmperf_output_tokens": "llmperf's count: len(Llama-2 tokenizer.encode(text)), BOS included",
+    "llmperf_inter_token_latency_s": "llmperf's: summed gaps / llmperf_chunks, as its token_benchmark_ray.py",
+    "llmperf_output_throughput_tps": "llmperf's: llmperf_output_tokens / end-to-end",
+}
 
 CLIENT_ERROR = -1  # llmperf's code for a failure with no HTTP status (timeout, dropped stream)
 
@@ -51,6 +74,13 @@ class RequestRecord:
     # Raw stream: arrival of each content chunk, seconds after the request was sent, and its tokens.
     chunk_times_s: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+    # llmperf's own figures, as llmperf computes them (FIGURE_DEFINITIONS); None from the native engine.
+    llmperf_ttft_s: float | None = None
+    llmperf_end_to_end_latency_s: float | None = None
+    llmperf_chunks: int | None = None
+    llmperf_output_tokens: int | None = None
+    llmperf_inter_token_latency_s: float | None = None
+    llmperf_output_throughput_tps: float | None = None
 
     @property
     def ok(self) -> bool:

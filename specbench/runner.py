@@ -26,7 +26,7 @@ from . import acceptance as acceptance_math
 from . import llmperf_format
 from .endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
 from .engines import Endpoint, Engine, LoadSpec, PreparedCase
-from .records import RequestRecord
+from .records import FIGURE_DEFINITIONS, RequestRecord
 from .store import RunStore
 from .suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
 
@@ -131,11 +131,15 @@ class Runner:
 
     async def run(self) -> RunResult:
         result = RunResult(self.store.run_id, "running")
+        self.run_json["figure_definitions"] = FIGURE_DEFINITIONS  # which definition each figure uses
         self._save_run(
             run_id=result.run_id, status="running", started=_now(), location=self.store.location, plan=self.plan.snapshot(), cases={}
         )
         try:
             await wait_ready(list(self.plan.endpoints), self.plan.load.model, self.plan.ready_timeout_s, log=self.log)
+            start = getattr(self.engine, "start", None)  # an engine's set-up (llmperf: Ray), once, before any request
+            if start is not None:
+                await start(self.plan.endpoints, self.plan.load)
             for case in self.plan.suite.test_cases:
                 result.cases.append(await self._run_case(case))
             result.status = "completed"
@@ -147,6 +151,9 @@ class Runner:
             result.error = f"{type(error).__name__}: {error}"
             raise
         finally:
+            close = getattr(self.engine, "close", None)
+            if close is not None:
+                close()
             self._save_run(status=result.status, error=result.error, finished=_now(), counts=counts(result.records))
         return result
 

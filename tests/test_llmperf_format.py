@@ -6,10 +6,7 @@ import json
 import pytest
 
 from specbench import llmperf_format as fmt
-from specbench.engines import PreparedCase
-from specbench.engines.llmperf_engine import record_from_llmperf
-from specbench.records import CLIENT_ERROR, RequestRecord
-from specbench.suite import DEFAULT_SUITE
+from specbench.records import RequestRecord
 
 
 def record(index, ttft=0.05, e2e=3.0, itl=0.04, tokens=100, error=None):
@@ -78,7 +75,9 @@ def test_reader_coerces_strings_and_keeps_error_rows():
         rows, run_id="ref", variant="qwen-vllm", test_case="counting", prompt_class="structured", started_at=0.0
     )
     assert [r.ok for r in records] == [True, False, False, True]
-    assert records[0].time_per_output_token_s == pytest.approx((27.3 - 0.212) / 599)
+    # llmperf's count includes a BOS: content tokens are one fewer, and per-token time uses those.
+    assert (records[0].output_tokens, records[0].llmperf_output_tokens, records[0].llmperf_inter_token_latency_s) == (599, 600, 0.0451)
+    assert records[0].time_per_output_token_s == pytest.approx((27.3 - 0.212) / 598)
     assert records[1].ttft_s is None  # llmperf's zeros on error rows are not latencies
 
 
@@ -110,31 +109,21 @@ def test_reader_rejects_non_llmperf_files_naming_the_place(text, message):
         fmt.parse_individual_responses(text, "x.json")
 
 
-def test_llmperf_engine_conversion_divides_chunk_gaps_by_chunks_and_counts_tokens_its_way():
-    prepared = PreparedCase(DEFAULT_SUITE.test_cases[0], "prompt", 64)
-    # What llmperf's OpenAI client returns: ITL is the *sum* of gaps, output tokens the number of data lines.
-    metrics = {
-        "error_code": None,
-        "error_msg": "",
-        "inter_token_latency_s": 9.0,
-        "ttft_s": 0.2,
-        "end_to_end_latency_s": 9.2,
-        "request_output_throughput_token_per_s": 10.0,
-        "number_output_tokens": 100,
-        "number_input_tokens": 64,
-    }
-    rec = record_from_llmperf(
-        metrics, "x" * 300, lambda text: len(text), run_id="r", endpoint="qwen-sd-vllm", prepared=prepared, index=3, started_at=5.0
+def test_llmperf_engine_records_write_llmperfs_own_figures_to_its_files():
+    """Rows of llmperf's files keep llmperf's figures (Llama-2 tokens with BOS, summed gaps over data
+    lines); the record itself carries content figures."""
+    r = record(0, ttft=0.2, e2e=1.0, itl=0.1, tokens=8)
+    r.engine, r.llmperf_chunks, r.llmperf_output_tokens = "llmperf", 10, 9
+    r.llmperf_inter_token_latency_s, r.llmperf_output_throughput_tps = 0.08, 9.0
+    row = fmt.individual_response(r)
+    assert (row["number_output_tokens"], row["number_total_tokens"], row["inter_token_latency_s"]) == (9, 73, 0.08)
+    assert row["request_output_throughput_token_per_s"] == 9.0
+    native = fmt.individual_response(record(0, itl=0.1, tokens=8, e2e=1.0))
+    assert (native["number_output_tokens"], native["inter_token_latency_s"], native["request_output_throughput_token_per_s"]) == (
+        8,
+        0.1,
+        8.0,
     )
-    assert rec.inter_token_latency_s == pytest.approx(0.09)  # per chunk
-    assert rec.output_tokens == 300 and rec.tokens_per_chunk == pytest.approx(3.0)
-    assert rec.time_per_output_token_s == pytest.approx(9.0 / 299)  # per token
-    failed = record_from_llmperf(
-        {**metrics, "error_code": 500, "error_msg": "boom"}, "", len, run_id="r", endpoint="e", prepared=prepared, index=0, started_at=0
-    )
-    assert (failed.error_code, failed.error_msg, failed.ttft_s) == (500, "boom", None)
-    empty = record_from_llmperf(metrics, "", len, run_id="r", endpoint="e", prepared=prepared, index=0, started_at=0)
-    assert empty.error_code == CLIENT_ERROR and "empty completion" in empty.error_msg
 
 
 def test_import_brings_llmperf_directories_into_one_run_and_publish_reads_them(tmp_path, capsys):
