@@ -216,3 +216,23 @@ def test_the_two_engines_agree_on_the_same_servers():
         for figure in ("ttft_s", "end_to_end_latency_s", "inter_token_latency_s"):
             medians = [statistics.median(getattr(r, figure) for r in results[n] if r.variant == variant) for n in ("native", "llmperf")]
             assert abs(medians[0] - medians[1]) < max(0.005, 0.1 * medians[0]), (variant, figure, medians)
+
+
+def test_content_tokens_are_counted_only_once_the_endpoints_requests_are_over(monkeypatch):
+    """Counting calls the server's /tokenize; made while timed requests stream, those calls would
+    share the server with them. Every /tokenize call must find no request in flight."""
+    from specbench import emulator
+
+    in_flight_at_tokenize: list[int] = []
+    original = emulator.Emulator._tokenize
+
+    async def watched(self, request):
+        in_flight_at_tokenize.append(self.running)
+        return await original(self, request)
+
+    monkeypatch.setattr(emulator.Emulator, "_tokenize", watched)
+    profile = EmulatorProfile(target_step_s=0.004, prefill_base_s=0.01, prefill_s_per_token=0.0)
+    with EmulatorServer(profile) as server:
+        records = run_engine(LlmperfEngine(StandInBackend()), Endpoint("qwen-vllm", server.url), LoadSpec(MODEL, 20, 4, 8, 30.0))
+    assert [r.error_code for r in records] == [None] * 8
+    assert in_flight_at_tokenize and set(in_flight_at_tokenize) == {0}

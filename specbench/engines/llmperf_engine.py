@@ -273,7 +273,9 @@ class LlmperfEngine:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=load.concurrency, thread_name_prefix=f"llmperf-{endpoint.name}")
         self._pools.append(pool)
         queue = iter(range(load.requests))
-        finishing: list[asyncio.Task[None]] = []
+        # Results are turned into records once this endpoint's traffic is over: counting content
+        # tokens calls the server's /tokenize, which must not share the server with timed requests.
+        finished: list[tuple[Any, int]] = []
         counts: dict[str, int] = {}
 
         async with aiohttp.ClientSession() as session:
@@ -302,13 +304,13 @@ class LlmperfEngine:
                         outs = await loop.run_in_executor(pool, _launch_and_wait, launcher, config)
                     except Exception as error:  # noqa: BLE001 - e.g. the actor died: this request failed
                         outs = [({"error_code": CLIENT_ERROR, "error_msg": f"{type(error).__name__}: {error}"}, "", config, {})]
-                    for out in outs:
-                        finishing.append(asyncio.create_task(finish(out, index)))
+                    finished.extend((out, index) for out in outs)
 
             try:
                 await asyncio.gather(*(slot(client) for client in self._clients[endpoint.name][: load.concurrency]))
             finally:
-                await asyncio.gather(*finishing, return_exceptions=True)
+                for out, index in finished:
+                    await finish(out, index)
                 pool.shutdown(wait=False)
                 if pool in self._pools:
                     self._pools.remove(pool)
@@ -331,7 +333,7 @@ class LlmperfEngine:
         chunk_tokens: list[int] | None = None
         if metrics.get("error_code") is None and stream.texts:
             try:
-                # Counted after the request, never during timing: the served model's own tokenizer.
+                # After the endpoint's traffic (see run), never during timing: the served model's own tokenizer.
                 chunk_tokens = [await _count_cached(session, endpoint, load.model, t, cache) for t in stream.texts]
             except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, ValueError):
                 source = COUNT_FROM_LLAMA2  # no /tokenize: Llama-2 counts without BOS, still content tokens
