@@ -20,6 +20,7 @@ COUNT_FROM_TOKENIZER = "tokenizer"  # the served model's tokenizer, asked after 
 COUNT_FROM_LLAMA2 = "llama2-tokenizer"  # llmperf's own counting, whatever model is served
 
 CLIENT_ERROR = -1  # llmperf's code for a failure with no HTTP status (timeout, dropped stream)
+INTERRUPTED = -2  # the run was stopped (SIGTERM, Ctrl-C, a crash) while the request was in flight
 
 
 @dataclass

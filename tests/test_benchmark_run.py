@@ -20,8 +20,8 @@ from specbench.emulator import EmulatorServer, default_profiles
 from specbench.emulator_process import emulators_in_subprocess, fetch_truth
 from specbench.engines import Endpoint, LoadSpec
 from specbench.engines.native import NativeEngine
-from specbench.records import read_jsonl
-from specbench.runner import Runner, RunPlan
+from specbench.records import INTERRUPTED, RequestRecord, read_jsonl
+from specbench.runner import EngineFailed, Runner, RunPlan
 from specbench.store import LocalStore, RunStore
 from specbench.suite import DEFAULT_SUITE
 
@@ -77,7 +77,7 @@ def test_run_stores_records_acceptance_llmperf_files_and_settings(servers, tmp_p
         r.tokens_per_chunk > 1.5 for r in speculative if r.test_case == "counting"
     )
     run = json.loads(store.read("run.json"))
-    assert run["status"] == "completed" and run["counts"] == {"requests": 32, "errors": 0}
+    assert run["status"] == "completed" and run["counts"] == {"requests": 32, "errors": 0, "interrupted": 0, "engine_failures": 0}
     assert run["plan"]["deployment"]["services"]["qwen-sd-vllm"]["num_speculative_tokens"] == 7
     assert run["plan"]["load"]["temperature"] == 0.0 and run["plan"]["load"]["seed"] == 11111
     assert run["cases"]["counting"]["prompt_tokens"] == 64 and run["cases"]["counting"]["outputs_match"] is True
@@ -126,7 +126,7 @@ def test_faults_are_counted_and_every_good_result_is_kept(tmp_path):
     assert "malformed server-sent event" in messages[3]
     assert "empty completion" in messages[4]
     assert all(r.ttft_s is None for r in failed) and all(r.ttft_s and r.output_tokens == 40 for r in records if r.ok)
-    assert json.loads(store.read("run.json"))["counts"] == {"requests": 16, "errors": 5}
+    assert json.loads(store.read("run.json"))["counts"] == {"requests": 16, "errors": 5, "interrupted": 0, "engine_failures": 0}
     rows = json.loads(store.read("llmperf/qwen-sd-vllm/json/Qwen-Qwen3-32B_64_40_individual_responses.json"))
     assert sum(row["error_code"] is not None for row in rows) == 5 and len(rows) == 8
 
@@ -166,8 +166,99 @@ def test_a_crash_keeps_the_test_cases_that_completed(servers, tmp_path):
     with pytest.raises(RuntimeError, match="node lost"):
         asyncio.run(Runner(plan, CrashOnSecondCase(), store, progress=False).run())
     run = json.loads(store.read("run.json"))
-    assert run["status"] == "failed" and "node lost" in run["error"] and run["counts"] == {"requests": 8, "errors": 0}
+    assert run["status"] == "failed" and "node lost" in run["error"]
+    assert run["counts"] == {"requests": 8, "errors": 0, "interrupted": 0, "engine_failures": 2}
     assert len(read_jsonl(store.read("records/counting.jsonl").splitlines())) == 8
+
+
+def two_endpoint_plan(servers, requests=4, concurrency=4, tokens=20, cases=("counting",)):
+    return RunPlan(
+        tuple(Endpoint(n, s.url) for n, s in zip(("qwen-vllm", "qwen-sd-vllm"), servers, strict=True)),
+        DEFAULT_SUITE.select(list(cases)),
+        LoadSpec("Qwen/Qwen3-32B", tokens, concurrency, requests, 10.0),
+        64,
+        "native",
+        5.0,
+    )
+
+
+def test_one_endpoints_engine_failure_keeps_every_record_of_the_other(servers, tmp_path):
+    """The baseline's engine produces its records on another thread (as the llmperf engine does),
+    slowly; the speculative endpoint's engine raises once the first baseline record exists. Every
+    baseline record, including those produced after the failure, is stored and counted."""
+    import threading
+    import time
+
+    first_record = threading.Event()
+
+    class OneEndpointFails:
+        name = "native"
+
+        async def run(self, endpoint, prepared, load, run_id, on_record):
+            if endpoint.name == "qwen-sd-vllm":
+                await asyncio.to_thread(first_record.wait, 5)
+                raise RuntimeError("ray.init twice")
+            return await asyncio.to_thread(self.produce, endpoint, prepared, load, run_id, on_record)
+
+        def produce(self, endpoint, prepared, load, run_id, on_record):
+            records = []
+            for index in range(load.requests):
+                record = RequestRecord(run_id, endpoint.name, prepared.case.name, prepared.case.prompt_class, "native", index, 1.0)
+                record.error_code, record.error_msg = (None, "") if index else (-1, "client error")
+                on_record(record)
+                records.append(record)
+                first_record.set()
+                time.sleep(0.05)  # the other endpoint fails meanwhile
+            return records
+
+    store = RunStore(LocalStore(tmp_path), "fails")
+    with pytest.raises(EngineFailed, match=r"failed for qwen-sd-vllm \(RuntimeError: ray.init twice\)"):
+        asyncio.run(Runner(two_endpoint_plan(servers, requests=6), OneEndpointFails(), store, progress=False).run())
+    stored_records = read_jsonl(store.read("records/counting.jsonl").splitlines())
+    assert [(r.variant, r.request_index) for r in stored_records] == [("qwen-vllm", i) for i in range(6)]
+    run = json.loads(store.read("run.json"))
+    assert run["status"] == "failed" and "qwen-sd-vllm (RuntimeError: ray.init twice)" in run["error"]
+    assert run["counts"] == {"requests": 6, "errors": 1, "interrupted": 0, "engine_failures": 1}
+    assert run["engine_failures"] == [{"test_case": "counting", "endpoint": "qwen-sd-vllm", "error": "RuntimeError: ray.init twice"}]
+    assert run["cases"]["counting"]["requests"] == 6
+
+
+def test_requests_in_flight_when_stopped_are_stored_as_interrupted_and_counted(servers, tmp_path):
+    """Cancel (what SIGTERM does) once three requests have finished: with four in flight per endpoint,
+    the others are mid-stream. Each sent request is stored exactly once, and run.json counts what is stored."""
+
+    class CancelAfterThree(NativeEngine):
+        finished = 0
+
+        async def collect(self, *args):
+            await super().collect(*args)
+            CancelAfterThree.finished += 1
+            if CancelAfterThree.finished == 3:
+                main.cancel()
+
+    async def run(runner):
+        global main
+        main = asyncio.current_task()
+        return await runner.run()
+
+    store = RunStore(LocalStore(tmp_path), "stop")
+    runner = Runner(
+        two_endpoint_plan(servers, requests=8, tokens=200, cases=("counting", "json")), CancelAfterThree(), store, progress=False
+    )
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run(runner))
+    records = read_jsonl(store.read("records/counting.jsonl").splitlines())
+    interrupted = [r for r in records if r.error_code == INTERRUPTED]
+    assert sum(r.ok for r in records) == 3 and len(interrupted) == len(records) - 3 >= 4  # 4 a side were in flight
+    assert all(r.error_msg.startswith("interrupted: the run was stopped while this request was in flight") for r in interrupted)
+    for variant in ("qwen-vllm", "qwen-sd-vllm"):  # every sent request once: indices are sent in order
+        indices = sorted(r.request_index for r in records if r.variant == variant)
+        assert indices == list(range(len(indices))) and len(indices) >= 4
+    run = json.loads(store.read("run.json"))
+    assert run["status"] == "interrupted" and not store.keys("records/json.jsonl")
+    n = len(records)
+    assert run["counts"] == {"requests": n, "errors": n - 3, "interrupted": n - 3, "engine_failures": 0}
+    assert run["cases"]["counting"]["requests"] == n
 
 
 @pytest.mark.timing
