@@ -377,7 +377,8 @@ def test_a_failed_publish_keeps_the_batches_and_publish_sends_only_those(servers
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--settings", "/nonexistent/settings.json"], "No such file"),
+        (["--settings", "/nonexistent/settings.json"], "specbench: --settings /nonexistent/settings.json: no such file\n"),
+        (["--settings", "/"], "specbench: --settings /: is a directory; expected a JSON file\n"),
         (["--results", "ftp://somewhere/"], "allowed are a directory path or s3://BUCKET/PREFIX/"),
         (["--test-case", "nope"], "test case nope not in suite 'reference'"),
         (["--endpoint", "qwen-vllm=localhost:8000"], "expected NAME=http(s)://HOST:PORT"),
@@ -388,3 +389,103 @@ def test_bad_arguments_are_one_line_errors(extra, message, capsys):
         assert cli.main(["run", "--no-publish", *extra]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_settings_that_are_not_a_json_object_name_the_flag_and_the_file(tmp_path, capsys):
+    for text, message in (("{bad", "not valid JSON (Expecting property name"), ("[1]", "expected a JSON object")):
+        path = tmp_path / "settings.json"
+        path.write_text(text)
+        assert cli.main(["run", "--no-publish", "--settings", str(path)]) == cli.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith(f"specbench: --settings {path}: {message}") and err.count("\n") == 1
+
+
+def test_unwritable_results_say_nothing_was_stored_there(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code = cli.main(["run", "--results", str(blocker / "results"), "--run-id", "x", "--no-publish", "--no-progress"])
+    assert code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"specbench: --results {blocker / 'results'}: cannot write {blocker / 'results' / 'x' / 'run.json'}: Not a directory; nothing was stored there\n"
+    )
+
+
+@contextlib.contextmanager
+def html_server():
+    """Answers /health and /v1/models like vLLM, but /v1/chat/completions with an HTML page (a proxy's
+    login page, a wrong port): a 200 that is not an event stream."""
+    import threading
+
+    from aiohttp import web
+
+    async def models(request):
+        return web.json_response({"data": [{"id": "Qwen/Qwen3-32B"}]})
+
+    async def page(request):
+        return web.Response(text="<html><body>Sign in to continue</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/health", page)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", page)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_a_non_sse_answer_records_status_and_content_type_and_a_dead_service_exits_non_zero(servers, tmp_path, capsys):
+    with html_server() as url:
+        args = ["run", "--endpoint", f"qwen-vllm={servers[0].url}", "--endpoint", f"qwen-sd-vllm={url}", "--results", str(tmp_path)]
+        code = cli.main([*args, "--test-case", "json", "--run-id", "h", "--output-tokens", "20", "--no-publish", "--no-progress"])
+    assert code == cli.EXIT_SERVICE_FAILED
+    _, records = stored(tmp_path, "h")
+    failed = [r for r in records if not r.ok]
+    assert len(records) == 16 and {r.variant for r in failed} == {"qwen-sd-vllm"} and len(failed) == 8
+    assert {(r.error_code, r.error_msg) for r in failed} == {
+        (
+            -1,
+            "HTTP 200, Content-Type text/html; charset=utf-8 (expected 200 text/event-stream): <html><body>Sign in to continue</body></html>",
+        )
+    }
+    out = capsys.readouterr().out
+    assert "specbench: every request to qwen-sd-vllm failed; first error: -1: HTTP 200, Content-Type text/html" in out
+
+
+def test_publish_without_region_or_credentials_is_one_line(tmp_path, monkeypatch, capsys):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = RunStore(LocalStore(tmp_path), "r")
+    store.write("run.json", "{}")
+    assert cli.main(["publish", str(tmp_path / "r")]) == cli.EXIT_CRASHED
+    assert capsys.readouterr().err == "specbench: not published: no AWS region: pass --region or set AWS_REGION\n"
+    assert cli.main(["publish", str(tmp_path / "r"), "--region", "us-east-2"]) == cli.EXIT_CRASHED
+    err = capsys.readouterr().err
+    assert err == "specbench: not published: no AWS credentials found (environment, profile, Pod Identity or instance role)\n"
+
+
+def test_emulate_on_a_port_in_use_is_one_line(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["emulate", "--baseline-port", str(port), "--only", "baseline"]) == cli.EXIT_CRASHED
+    err = capsys.readouterr().err
+    assert err.startswith("specbench emulate: [Errno 98] error while attempting to bind on address") and err.count("\n") == 1
