@@ -118,10 +118,10 @@ async def read_acceptance_snapshots(endpoints: tuple[Endpoint, ...], model: str)
     return snapshots
 
 
-def acceptance_figures(before: tuple[Any, str], after: tuple[Any, str]) -> dict[str, Any]:
+def acceptance_figures(before: tuple[Any, str], after: tuple[Any, str], model: str | None = None) -> dict[str, Any]:
     if before[0] is None or after[0] is None:
         return {"source": "missing", "reason": before[1] or after[1]}
-    return acceptance_math.acceptance_between(before[0], after[0]).to_dict()
+    return acceptance_math.acceptance_between(before[0], after[0], model).to_dict()
 
 
 class Runner:
@@ -200,7 +200,8 @@ class Runner:
             ) from next(iter(failed.values()))
         elapsed = time.perf_counter() - started
         after = await read_acceptance_snapshots(self.plan.endpoints, self.plan.load.model)
-        figures = {e.name: acceptance_figures(before[e.name], after[e.name]) for e in self.plan.endpoints}
+        model = self.plan.load.model
+        figures = {e.name: acceptance_figures(before[e.name], after[e.name], model) for e in self.plan.endpoints}
         self.store.write(f"acceptance/{case.name}.json", json.dumps(figures, indent=2, sort_keys=True))
         self._write_llmperf_files(case, done, elapsed, wall_start)
         outcome = CaseOutcome(case.name, done, figures, outputs_match(done))
