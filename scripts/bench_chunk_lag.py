@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import statistics
 import subprocess
@@ -124,11 +125,17 @@ def start_server(ports: list[int]) -> subprocess.Popen:
             time.sleep(0.05)
 
 
-async def drive(endpoints: list[Endpoint], streams: int, waves: int) -> list:
+def engine_class(spec: str) -> type:
+    """``module:Class``, e.g. an older copy of the engine to compare against on the same server."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+async def drive(endpoints: list[Endpoint], streams: int, waves: int, engine_type: type = NativeEngine) -> list:
     per_endpoint = max(1, streams // len(endpoints))
     load = LoadSpec("bench", MAX_CHUNKS, per_endpoint, per_endpoint * waves, 60.0)
     prepared = PreparedCase(DEFAULT_SUITE.test_cases[0], "count with me", 4)
-    engine = NativeEngine()
+    engine = engine_type()
     results = await asyncio.gather(*(engine.run(e, prepared, load, "lag", lambda record: None) for e in endpoints))
     return [record for records in results for record in records]
 
@@ -157,11 +164,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def measure(ports: list[int], streams: int, waves: int) -> tuple[dict[str, tuple[float, float, float]], int, int, float]:
+def measure(
+    ports: list[int], streams: int, waves: int, engine_type: type = NativeEngine
+) -> tuple[dict[str, tuple[float, float, float]], int, int, float]:
     """Lag figures by chunk position, errors, connections used, client CPU microseconds per chunk."""
     endpoints = [Endpoint(name, f"http://127.0.0.1:{port}") for name, port in zip(("base", "spec"), ports, strict=True)]
     cpu = time.process_time()
-    records = asyncio.run(drive(endpoints, streams, waves))
+    records = asyncio.run(drive(endpoints, streams, waves, engine_type))
     cpu = time.process_time() - cpu
     writes: dict[str, list[float]] = {}
     connections = 0
@@ -182,7 +191,14 @@ def main() -> None:
     parser.add_argument("--streams", type=int, nargs="+", default=[4, 64], help="streams in flight in all, half per endpoint")
     parser.add_argument("--waves", type=int, default=3, help="requests per slot")
     parser.add_argument("--repeats", type=int, default=3, help="runs per setting; the table shows each and their median")
+    parser.add_argument(
+        "--engine",
+        nargs="+",
+        default=["specbench.engines.native:NativeEngine"],
+        help="module:Class of each engine; several run in turn, one run each per repeat, so a busy machine weighs on all alike",
+    )
     args = parser.parse_args()
+    engines = {spec: engine_class(spec) for spec in args.engine}
     ports = free_ports(2)
     server = start_server(ports)
     try:
@@ -190,22 +206,31 @@ def main() -> None:
         print(
             f"{'streams':>7} {'run':>6} "
             + " ".join(f"{k + ' p50/p90/max':>24}" for k in ("first", "middle", "last"))
-            + "  errors connections"
+            + "  errors connections cpu/chunk"
         )
         for streams in args.streams:
-            runs = [measure(ports, streams, args.waves) for _ in range(args.repeats)]
-            for number, (figures, errors, connections, cpu) in enumerate(runs, 1):
-                cells = " ".join(_cell(figures.get(k)) for k in ("first", "middle", "last"))
-                print(f"{streams:>7} {number:>6} {cells}  {errors:>6} {connections:>10} {cpu:>7.0f}us")
-            median = {
-                k: tuple(statistics.median(run[0][k][i] for run in runs if k in run[0]) for i in range(3))
-                for k in ("first", "middle", "last")
-            }
-            cpu = statistics.median(run[3] for run in runs)
-            print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in ("first", "middle", "last")) + f"{cpu:>27.0f}us")
+            runs: dict[str, list] = {spec: [] for spec in engines}
+            for _ in range(args.repeats):
+                for spec, engine_type in engines.items():
+                    runs[spec].append(measure(ports, streams, args.waves, engine_type))
+            for spec, measured in runs.items():
+                if len(engines) > 1:
+                    print(spec)
+                _print_runs(streams, measured)
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _print_runs(streams: int, runs: list) -> None:
+    for number, (figures, errors, connections, cpu) in enumerate(runs, 1):
+        cells = " ".join(_cell(figures.get(k)) for k in ("first", "middle", "last"))
+        print(f"{streams:>7} {number:>6} {cells}  {errors:>6} {connections:>10} {cpu:>7.0f}us")
+    median = {
+        k: tuple(statistics.median(run[0][k][i] for run in runs if k in run[0]) for i in range(3)) for k in ("first", "middle", "last")
+    }
+    cpu = statistics.median(run[3] for run in runs)
+    print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in ("first", "middle", "last")) + f"{cpu:>27.0f}us")
 
 
 def _cell(values: tuple[float, float, float] | None) -> str:

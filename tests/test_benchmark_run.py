@@ -489,3 +489,39 @@ def test_emulate_on_a_port_in_use_is_one_line(capsys):
         assert cli.main(["emulate", "--baseline-port", str(port), "--only", "baseline"]) == cli.EXIT_CRASHED
     err = capsys.readouterr().err
     assert err.startswith("specbench emulate: [Errno 98] error while attempting to bind on address") and err.count("\n") == 1
+
+
+def test_sigterm_stores_requests_in_flight_as_interrupted_and_counts_match_the_files(servers, tmp_path):
+    """The Job's deadline or `kubectl delete`: a real SIGTERM to `specbench run` mid-request."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = run_args(*servers, tmp_path, "--run-id", "term", "--no-publish", "--output-tokens", "600")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "term" / "run.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # readiness and prompt sizing done, the first wave (2.7 s a request) streaming
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == cli.EXIT_CRASHED
+    assert f"interrupted: what completed is stored in {tmp_path / 'term'} (requests in flight recorded as interrupted)" in err
+    assert "Traceback" not in err
+    store, records = stored(tmp_path, "term")
+    run = json.loads(store.read("run.json"))
+    interrupted = sum(r.error_code == INTERRUPTED for r in records)
+    assert run["status"] == "interrupted" and interrupted >= 4
+    assert run["counts"] == {
+        "requests": len(records),
+        "errors": sum(not r.ok for r in records),
+        "interrupted": interrupted,
+        "engine_failures": 0,
+    }
