@@ -132,9 +132,17 @@ def _send_times() -> aiohttp.TraceConfig:
 
 
 # The end of a stream, seen cheaply in raw bytes while streaming (a JSON string cannot hold a raw
-# newline, so these cannot come from content); parsing confirms it afterwards.
+# newline, so these cannot come from content); parsing confirms it afterwards. A [DONE] line that
+# opens the body is not seen here: the stream then ends at the response's end, as any other does.
 _DONE_MARKS = (b"\ndata: [DONE]", b"\ndata:[DONE]")
+_TAIL = len(_DONE_MARKS[0]) - 1  # bytes of the previous read a mark may start in
 EVENT_STREAM = "text/event-stream"
+
+
+def ends_stream(previous: bytes, data: bytes) -> bool:
+    """Whether ``data`` (after ``previous``, the last read) completes a ``data: [DONE]`` line's start."""
+    window = previous[-_TAIL:] + data
+    return _DONE_MARKS[0] in window or _DONE_MARKS[1] in window
 
 
 @dataclass
@@ -340,11 +348,13 @@ class NativeEngine:
                     )
                 else:
                     # The timing path: one await per network read, a timestamp and an append.
+                    previous = b""
                     async for data in response.content.iter_any():
                         raw.times.append(time.perf_counter() - started)
                         raw.reads.append(data)
-                        if _DONE_MARKS[0] in data or _DONE_MARKS[1] in data:
+                        if ends_stream(previous, data):
                             break
+                        previous = data
         except asyncio.TimeoutError:
             raw.error = StreamError(CLIENT_ERROR, f"timeout: no complete response within {timeout.total:g} s")
         except aiohttp.ClientError as error:
