@@ -159,18 +159,31 @@ def lags(records: list, writes: dict[str, list[float]]) -> tuple[dict[str, list[
     return found, errors
 
 
+def run_on(loop: str, coroutine):  # type: ignore[no-untyped-def]
+    """``default`` is what ``specbench run`` uses (cli.run_coroutine); ``asyncio`` and ``uvloop`` force one."""
+    if loop == "default":
+        from specbench.cli import run_coroutine
+
+        return run_coroutine(coroutine)
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coroutine)
+    return asyncio.run(coroutine)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure(
-    ports: list[int], streams: int, waves: int, engine_type: type = NativeEngine
+    ports: list[int], streams: int, waves: int, engine_type: type = NativeEngine, loop: str = "default"
 ) -> tuple[dict[str, tuple[float, float, float]], int, int, float]:
     """Lag figures by chunk position, errors, connections used, client CPU microseconds per chunk."""
     endpoints = [Endpoint(name, f"http://127.0.0.1:{port}") for name, port in zip(("base", "spec"), ports, strict=True)]
     cpu = time.process_time()
-    records = asyncio.run(drive(endpoints, streams, waves, engine_type))
+    records = run_on(loop, drive(endpoints, streams, waves, engine_type))
     cpu = time.process_time() - cpu
     writes: dict[str, list[float]] = {}
     connections = 0
@@ -197,8 +210,11 @@ def main() -> None:
         default=["specbench.engines.native:NativeEngine"],
         help="module:Class of each engine; several run in turn, one run each per repeat, so a busy machine weighs on all alike",
     )
+    parser.add_argument(
+        "--loop", nargs="+", default=["default"], choices=("default", "asyncio", "uvloop"), help="event loop(s) of the client"
+    )
     args = parser.parse_args()
-    engines = {spec: engine_class(spec) for spec in args.engine}
+    engines = {(spec, loop): engine_class(spec) for spec in args.engine for loop in args.loop}
     ports = free_ports(2)
     server = start_server(ports)
     try:
@@ -209,13 +225,13 @@ def main() -> None:
             + "  errors connections cpu/chunk"
         )
         for streams in args.streams:
-            runs: dict[str, list] = {spec: [] for spec in engines}
+            runs: dict[tuple[str, str], list] = {key: [] for key in engines}
             for _ in range(args.repeats):
-                for spec, engine_type in engines.items():
-                    runs[spec].append(measure(ports, streams, args.waves, engine_type))
-            for spec, measured in runs.items():
+                for (spec, loop), engine_type in engines.items():
+                    runs[spec, loop].append(measure(ports, streams, args.waves, engine_type, loop))
+            for (spec, loop), measured in runs.items():
                 if len(engines) > 1:
-                    print(spec)
+                    print(f"{spec} on the {loop} loop")
                 _print_runs(streams, measured)
     finally:
         server.terminate()

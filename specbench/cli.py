@@ -377,6 +377,20 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_coroutine(coroutine):  # type: ignore[no-untyped-def]
+    """asyncio.run, on uvloop where it is installed (specbench/requirements.txt; not on Windows).
+
+    The client stamps every streamed chunk on the event loop, so the loop's own cost per network
+    read is timing error under load: uvloop (libuv) cuts it (scripts/bench_chunk_lag.py, README).
+    ``uvloop.run`` is asyncio.run with uvloop's loop (MagicStack/uvloop uvloop/__init__.py, 0.18+);
+    signal handlers and threads (asyncio.to_thread) work as on asyncio's loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
 def run_until_signal(coroutine):  # type: ignore[no-untyped-def]
     """Run a coroutine; SIGTERM (the Job's deadline, kubectl delete) cancels it so its cleanup runs."""
 
@@ -389,4 +403,4 @@ def run_until_signal(coroutine):  # type: ignore[no-untyped-def]
             pass
         return await task
 
-    return asyncio.run(guarded())
+    return run_coroutine(guarded())
