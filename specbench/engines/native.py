@@ -17,6 +17,7 @@ Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -221,6 +222,17 @@ def not_an_event_stream(status: int, content_type: str, body: str) -> StreamErro
     return StreamError(code, f"HTTP {status}, Content-Type {content_type or 'none'} (expected 200 {EVENT_STREAM}): {snippet}")
 
 
+async def _until_body_end(response: aiohttp.ClientResponse, limit_s: float = 0.5) -> None:
+    """After [DONE], let the body's end (the terminating chunk) in: aiohttp closes a connection
+    released mid-body instead of pooling it (client_proto.ResponseHandler.should_close: payload not
+    at EOF), and the next request would pay a new TCP handshake on the stamping loop. Bounded, for a
+    server that keeps the body open after [DONE]; the stream's timings are already taken."""
+    if response.content.is_eof():
+        return
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(response.content.read(), limit_s)
+
+
 class NativeEngine:
     name = "native"
 
@@ -353,6 +365,7 @@ class NativeEngine:
                         raw.times.append(time.perf_counter() - started)
                         raw.reads.append(data)
                         if ends_stream(previous, data):
+                            await _until_body_end(response)
                             break
                         previous = data
         except asyncio.TimeoutError:
