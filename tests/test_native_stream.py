@@ -1,11 +1,15 @@
 """The native client's stream bookkeeping and the record math, without a server."""
 
+import asyncio
+import gc
 import json
 
+import aiohttp
 import pytest
 
 from specbench.engines import LoadSpec, PreparedCase
 from specbench.engines.native import (
+    NativeEngine,
     RawStream,
     StreamError,
     StreamState,
@@ -137,3 +141,36 @@ def test_digest_turns_each_kind_of_stream_into_its_record():
     assert not_an_event_stream(502, "", "Bad gateway").code == 502
     record, pending = digest(raw_stream(reads=[sse({"choices": [{"text": "hi"}]}, b"[DONE]")], times=[0.3], finished=True))
     assert pending is not None and pending.texts == ["hi"]  # no usage: tokens are counted with /tokenize afterwards
+
+
+def test_garbage_collection_is_off_while_streams_are_open_and_restored_after():
+    """A collection stops the event loop that stamps chunks; the engine turns it off from the first
+    stream opened to the last one closed, then back on (and leaves it off if it was off)."""
+    seen = []
+
+    class Watch(NativeEngine):
+        def _quiet_again(self):
+            seen.append(gc.isenabled())  # the last stream just closed
+            super()._quiet_again()
+
+    class RefusingSession:
+        def post(self, *args, **kwargs):
+            seen.append(gc.isenabled())  # the stream is open
+            raise aiohttp.ClientConnectionError("refused")
+
+    def one_stream():
+        raw = raw_stream()
+        asyncio.run(Watch().collect(RefusingSession(), "http://127.0.0.1:9/v1/chat/completions", b"{}", {}, None, raw))
+        return raw
+
+    assert gc.isenabled()
+    raw = one_stream()
+    assert seen == [False, False] and gc.isenabled()
+    assert raw.finished and raw.error.args[0] == "connection error: ClientConnectionError: refused"
+    gc.disable()
+    try:
+        seen.clear()
+        one_stream()
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
