@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .engines import APIS, ENGINES, Endpoint, LoadSpec
+from .store import StoreError
 from .suite import SuiteError, load_suite
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
@@ -132,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SuiteError as error:
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except StoreError as error:  # a results location that cannot be written (import-llmperf, publish)
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_CRASHED
     except KeyboardInterrupt:
         print("specbench: interrupted", file=sys.stderr)
         return EXIT_CRASHED
@@ -193,7 +197,7 @@ def command_run(args: argparse.Namespace) -> int:
     from .engines import make_engine
     from .results import describe_publish, publish_run, summary_table
     from .runner import Runner, RunPlan, new_run_id
-    from .store import RunStore, StoreError, open_store
+    from .store import RunStore, open_store
 
     endpoints = tuple(args.endpoint or [parse_endpoint(text) for text in DEFAULT_ENDPOINTS])
     if len({e.name for e in endpoints}) != len(endpoints):
@@ -286,14 +290,14 @@ def command_publish(args: argparse.Namespace) -> int:
     if not run_id:
         print("specbench: publish expects a run location ending in its run id", file=sys.stderr)
         return EXIT_USAGE
+    problem = aws_problem(args.region)  # before the store: an S3 location needs the same credentials
+    if problem:
+        print(f"specbench: not published: {problem}", file=sys.stderr)
+        return EXIT_CRASHED
     store = RunStore(open_store(location or ".", args.region), run_id)
     if not store.keys("run.json"):
         print(f"specbench: no run at {store.location} (run.json missing)", file=sys.stderr)
         return EXIT_USAGE
-    problem = aws_problem(args.region)
-    if problem:
-        print(f"specbench: not published: {problem}", file=sys.stderr)
-        return EXIT_CRASHED
     # After a partial publish, send only what is missing: CloudWatch would count the rest twice.
     unpublished_only = not args.all and has_unpublished(store)
     if unpublished_only:
