@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo deps dev-deps lint lock bench bench-client bench-aggregation dist clean
+.PHONY: synth test demo deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -63,6 +63,9 @@ bench: dev-deps
 
 bench-client: dev-deps
 	$(BIN)/python scripts/bench_client.py
+
+bench-chunk-lag: dev-deps
+	$(BIN)/python scripts/bench_chunk_lag.py
 
 bench-aggregation: dev-deps
 	$(BIN)/python scripts/bench_aggregation.py

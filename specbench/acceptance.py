@@ -54,6 +54,10 @@ class SpecDecodeSnapshot:
     accepted_per_pos: dict[int, float] | None = None  # position -> accepted tokens
     draft_acceptance_rate: float | None = None  # V0 gauge
     efficiency: float | None = None  # V0 gauge
+    # model_name labels of speculative-decoding series left out because they name another model:
+    # present but not ours is a different finding from absent (a --model that differs from the
+    # server's --served-model-name).
+    other_models: tuple[str, ...] = ()
 
     def has(self, metric: str) -> bool:
         return getattr(self, _FIELD_OF[metric]) is not None
@@ -93,8 +97,12 @@ def parse_spec_decode(text: str, model_name: str | None = None) -> SpecDecodeSna
     sums: dict[str, float] = {}
     gauges: dict[str, list[float]] = {}
     per_pos: dict[int, float] = {}
+    others: set[str] = set()
     for name, labels, value in _samples(text):
-        if name not in _FIELD_OF or (model_name is not None and labels.get("model_name") != model_name):
+        if name not in _FIELD_OF:
+            continue
+        if model_name is not None and labels.get("model_name") != model_name:
+            others.add(labels.get("model_name", "(no model_name label)"))
             continue
         if math.isnan(value):
             continue
@@ -109,7 +117,7 @@ def parse_spec_decode(text: str, model_name: str | None = None) -> SpecDecodeSna
     fields.update({_GAUGE_FIELDS[name]: sum(values) / len(values) for name, values in gauges.items()})
     if per_pos:
         fields["accepted_per_pos"] = dict(sorted(per_pos.items()))
-    return SpecDecodeSnapshot(**fields)
+    return SpecDecodeSnapshot(**fields, other_models=tuple(sorted(others)))
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -127,9 +135,10 @@ def _position(labels: dict[str, str]) -> int:
         raise ValueError(f"{ACCEPTED_PER_POS} sample without an integer position label: {labels}") from error
 
 
-def acceptance_between(before: SpecDecodeSnapshot, after: SpecDecodeSnapshot) -> Acceptance:
+def acceptance_between(before: SpecDecodeSnapshot, after: SpecDecodeSnapshot, model_name: str | None = None) -> Acceptance:
     """Acceptance over the interval between two reads: from counters if the server has the V1 set,
-    else from the V0 gauges at the ``after`` read, else nothing (source "missing")."""
+    else from the V0 gauges at the ``after`` read, else nothing (source "missing"). ``model_name`` is
+    the served model the reads were filtered by; it only words the reason when nothing matched."""
     if all(before.has(m) and after.has(m) for m in (DRAFTS, DRAFT_TOKENS, ACCEPTED_TOKENS)):
         return _from_counters(before, after)
     if after.draft_acceptance_rate is not None or after.efficiency is not None:
@@ -141,9 +150,18 @@ def acceptance_between(before: SpecDecodeSnapshot, after: SpecDecodeSnapshot) ->
             note="V0 gauges read after the test case: the server's own running figure, which covers more than this "
             "test case and cannot be differenced; V0 gives no mean acceptance length",
         )
+    missing = tuple(m for m in (*COUNTERS, *GAUGES) if not (before.has(m) and after.has(m)))
+    others = sorted(set(before.other_models) | set(after.other_models))
+    if others:
+        return Acceptance(
+            source=SOURCE_MISSING,
+            missing=missing,
+            reason=f"speculative-decoding metrics exist only for model_name {', '.join(repr(o) for o in others)}, not for the "
+            f"served model {model_name!r}: the benchmark's --model differs from the server's --served-model-name",
+        )
     return Acceptance(
         source=SOURCE_MISSING,
-        missing=tuple(m for m in (*COUNTERS, *GAUGES) if not (before.has(m) and after.has(m))),
+        missing=missing,
         reason="no speculative-decoding counters in both reads and no acceptance gauges: "
         "a server without speculation, or one whose metrics are off",
     )

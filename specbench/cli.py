@@ -7,8 +7,10 @@
     python -m specbench suite [--suite my-suite.json]
     python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
 
-Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed (what
-completed is stored), 2 bad arguments, 3 stored but not all published, 4 endpoints never ready.
+Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed or the
+environment failed (what completed is stored), 2 bad arguments, 3 stored but not all published,
+4 endpoints never ready, 5 completed but every request of some service failed.
+Every command reports a problem in one line (no traceback): 2 for bad input, 1 for the environment.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .engines import APIS, ENGINES, Endpoint, LoadSpec
+from .store import StoreError
 from .suite import SuiteError, load_suite
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
-EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY = 1, 2, 3, 4
+EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY, EXIT_SERVICE_FAILED = 1, 2, 3, 4, 5
 
 
 def parse_endpoint(text: str) -> Endpoint:
@@ -108,12 +111,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["emulate"]:
-        from .emulator import main_emulate
-
-        return main_emulate(argv[1:])
-    args = parser().parse_args(argv)
     try:
+        if argv[:1] == ["emulate"]:
+            from .emulator import main_emulate
+
+            try:
+                return main_emulate(argv[1:])
+            except OSError as error:  # a port in use, or not ours to bind
+                print(f"specbench emulate: {error} (choose others with --baseline-port, --speculative-port)", file=sys.stderr)
+                return EXIT_CRASHED
+        args = parser().parse_args(argv)
         if args.command == "run":
             return command_run(args)
         if args.command == "publish":
@@ -126,6 +133,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SuiteError as error:
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except StoreError as error:  # a results location that cannot be written (import-llmperf, publish)
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_CRASHED
+    except KeyboardInterrupt:
+        print("specbench: interrupted", file=sys.stderr)
+        return EXIT_CRASHED
+    except Exception as error:  # noqa: BLE001 - the promise is one line, never a traceback
+        print(f"specbench: unexpected {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_CRASHED
+
+
+def read_settings(path: str) -> dict:
+    """The --settings file: a JSON object; ValueError naming the flag and the file otherwise."""
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"--settings {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"--settings {path}: is a directory; expected a JSON file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--settings {path}: not UTF-8 text; expected a JSON file") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--settings {path}: not valid JSON ({error})") from None
+    except OSError as error:
+        raise ValueError(f"--settings {path}: cannot be read ({error.strerror or error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--settings {path}: expected a JSON object (the deployment's settings.json), got {type(data).__name__}")
+    return data
+
+
+def aws_problem(region: str | None) -> str | None:
+    """Why CloudWatch cannot be called from here (no region, no credentials), or None."""
+    import boto3
+
+    session = boto3.Session(region_name=region)
+    if not session.region_name:
+        return "no AWS region: pass --region or set AWS_REGION"
+    if session.get_credentials() is None:
+        return "no AWS credentials found (environment, profile, Pod Identity or instance role)"
+    return None
+
+
+def failed_services(records: list) -> list[str]:
+    """Services every one of whose requests failed (a wrong URL, a server that is not vLLM, ...)."""
+    by_service: dict[str, bool] = {}
+    for record in records:
+        by_service[record.variant] = by_service.get(record.variant, False) or record.ok
+    return sorted(name for name, any_ok in by_service.items() if not any_ok)
 
 
 def command_suite(args: argparse.Namespace) -> int:
@@ -147,9 +204,9 @@ def command_run(args: argparse.Namespace) -> int:
         print("specbench: --endpoint names must be unique", file=sys.stderr)
         return EXIT_USAGE
     try:
-        settings = json.loads(Path(args.settings).read_text(encoding="utf-8")) if args.settings else {}
+        settings = read_settings(args.settings)
         store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
-    except (OSError, ValueError) as error:  # a missing or non-JSON --settings file, a bad --results
+    except ValueError as error:  # a bad --settings file, a bad --results
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
     plan = RunPlan(
@@ -175,18 +232,39 @@ def command_run(args: argparse.Namespace) -> int:
     runner = Runner(plan, make_engine(args.engine), store, progress=not args.no_progress)
     try:
         result = run_until_signal(runner.run())
-    except asyncio.CancelledError:
-        print(f"interrupted: completed test cases are stored in {store.location}", file=sys.stderr)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        print(f"interrupted: {stored_where(store)} (requests in flight recorded as interrupted)", file=sys.stderr)
+        return EXIT_CRASHED
+    except StoreError as error:
+        if not store.written:
+            print(f"specbench: --results {args.results}: {error}; nothing was stored there", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"specbench: {error}; {stored_where(store)} up to this failure", file=sys.stderr)
         return EXIT_CRASHED
     except Exception as error:  # noqa: BLE001 - the message and the stored location are what the user needs
-        print(f"specbench: {type(error).__name__}: {error}\nwhat completed is stored in {store.location}", file=sys.stderr)
+        print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
+    code = 0
+    dead = failed_services(result.records)
+    if dead:
+        first = {r.variant: r for r in reversed(result.records) if not r.ok}
+        for name in dead:
+            print(f"specbench: every request to {name} failed; first error: {first[name].error_code}: {first[name].error_msg[:200]}")
+        code = EXIT_SERVICE_FAILED
     if args.no_publish:
-        return 0
+        return code
+    problem = aws_problem(args.region)
+    if problem:
+        print(f"specbench: not published: {problem}; the run is stored: specbench publish {store.location}", file=sys.stderr)
+        return EXIT_CRASHED
     report = publish_run(store, args.namespace, args.region)
     print(describe_publish(report, store.location))
-    return 0 if report.ok else EXIT_UNPUBLISHED
+    return code or (0 if report.ok else EXIT_UNPUBLISHED)
+
+
+def stored_where(store) -> str:  # type: ignore[no-untyped-def]
+    return f"what completed is stored in {store.location}" if store.written else f"nothing was stored in {store.location}"
 
 
 def command_import(args: argparse.Namespace) -> int:
@@ -212,6 +290,10 @@ def command_publish(args: argparse.Namespace) -> int:
     if not run_id:
         print("specbench: publish expects a run location ending in its run id", file=sys.stderr)
         return EXIT_USAGE
+    problem = aws_problem(args.region)  # before the store: an S3 location needs the same credentials
+    if problem:
+        print(f"specbench: not published: {problem}", file=sys.stderr)
+        return EXIT_CRASHED
     store = RunStore(open_store(location or ".", args.region), run_id)
     if not store.keys("run.json"):
         print(f"specbench: no run at {store.location} (run.json missing)", file=sys.stderr)
@@ -299,6 +381,20 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_coroutine(coroutine):  # type: ignore[no-untyped-def]
+    """asyncio.run, on uvloop where it is installed (specbench/requirements.txt; not on Windows).
+
+    The client stamps every streamed chunk on the event loop, so the loop's own cost per network
+    read is timing error under load: uvloop (libuv) cuts it (scripts/bench_chunk_lag.py, README).
+    ``uvloop.run`` is asyncio.run with uvloop's loop (MagicStack/uvloop uvloop/__init__.py, 0.18+);
+    signal handlers and threads (asyncio.to_thread) work as on asyncio's loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
 def run_until_signal(coroutine):  # type: ignore[no-untyped-def]
     """Run a coroutine; SIGTERM (the Job's deadline, kubectl delete) cancels it so its cleanup runs."""
 
@@ -311,4 +407,4 @@ def run_until_signal(coroutine):  # type: ignore[no-untyped-def]
             pass
         return await task
 
-    return asyncio.run(guarded())
+    return run_coroutine(guarded())

@@ -43,6 +43,7 @@ FIGURE_DEFINITIONS = {
 }
 
 CLIENT_ERROR = -1  # llmperf's code for a failure with no HTTP status (timeout, dropped stream)
+INTERRUPTED = -2  # the run was stopped (SIGTERM, Ctrl-C, a crash) while the request was in flight
 
 
 @dataclass

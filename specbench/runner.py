@@ -26,7 +26,7 @@ from . import acceptance as acceptance_math
 from . import llmperf_format
 from .endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
 from .engines import Endpoint, Engine, LoadSpec, PreparedCase
-from .records import FIGURE_DEFINITIONS, RequestRecord
+from .records import FIGURE_DEFINITIONS, INTERRUPTED, RequestRecord
 from .store import RunStore
 from .suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
 
@@ -66,6 +66,10 @@ class CaseOutcome:
     records: list[RequestRecord]
     acceptance: dict[str, dict[str, Any]]
     outputs_match: bool | None
+
+
+class EngineFailed(RuntimeError):
+    """An engine raised for one or more endpoints; every endpoint's records were stored first."""
 
 
 @dataclass
@@ -114,16 +118,18 @@ async def read_acceptance_snapshots(endpoints: tuple[Endpoint, ...], model: str)
     return snapshots
 
 
-def acceptance_figures(before: tuple[Any, str], after: tuple[Any, str]) -> dict[str, Any]:
+def acceptance_figures(before: tuple[Any, str], after: tuple[Any, str], model: str | None = None) -> dict[str, Any]:
     if before[0] is None or after[0] is None:
         return {"source": "missing", "reason": before[1] or after[1]}
-    return acceptance_math.acceptance_between(before[0], after[0]).to_dict()
+    return acceptance_math.acceptance_between(before[0], after[0], model).to_dict()
 
 
 class Runner:
     def __init__(self, plan: RunPlan, engine: Engine, store: RunStore, log: Log = print, progress: bool = True) -> None:
         self.plan, self.engine, self.store, self.log, self.progress = plan, engine, store, log, progress
         self.run_json: dict[str, Any] = {}
+        self.stored: dict[str, list[RequestRecord]] = {}  # test case -> the records in its stored file
+        self.engine_failures: list[dict[str, str]] = []
 
     def _save_run(self, **changes: Any) -> None:
         self.run_json.update(changes)
@@ -154,7 +160,10 @@ class Runner:
             close = getattr(self.engine, "close", None)
             if close is not None:
                 close()
-            self._save_run(status=result.status, error=result.error, finished=_now(), counts=counts(result.records))
+            # Counted from what is stored, cut-short test cases included, so the counts match the files.
+            stored = [record for records in self.stored.values() for record in records]
+            totals = {**counts(stored), "engine_failures": len(self.engine_failures)}
+            self._save_run(status=result.status, error=result.error, finished=_now(), counts=totals)
         return result
 
     async def _run_case(self, case: TestCase) -> CaseOutcome:
@@ -170,26 +179,41 @@ class Runner:
                 bar.write(f"{record.variant} {case.name} #{record.request_index}: error {record.error_code}: {record.error_msg[:120]}")
 
         started, wall_start = time.perf_counter(), int(time.time())
+        endpoints = self.plan.endpoints
         try:
-            await asyncio.gather(*(self.engine.run(e, prepared, self.plan.load, self.store.run_id, on_record) for e in self.plan.endpoints))
+            # Every endpoint's engine runs to its end (or is cancelled with the others) before anything
+            # is written: one engine raising must not cut another's records short.
+            outcomes = await asyncio.gather(
+                *(self.engine.run(e, prepared, self.plan.load, self.store.run_id, on_record) for e in endpoints), return_exceptions=True
+            )
         finally:
             bar.close()
             # Persistence first: whatever completed is stored even if the case was cut short.
             done.sort(key=lambda r: (r.variant, r.request_index))
             self.store.write(f"records/{case.name}.jsonl", "".join(record.to_json() + "\n" for record in done))
+            self.stored[case.name] = list(done)
+            cases = dict(self.run_json.get("cases", {}))
+            cases[case.name] = {"prompt_tokens": prepared.prompt_tokens, "prompt_sizing": sizing, **counts(done)}
+            self._save_run(cases=cases)
+        failed = {e.name: outcome for e, outcome in zip(endpoints, outcomes, strict=True) if isinstance(outcome, BaseException)}
+        for name, error in failed.items():
+            self.engine_failures.append({"test_case": case.name, "endpoint": name, "error": f"{type(error).__name__}: {error}"})
+        if failed:
+            self._save_run(engine_failures=self.engine_failures)
+            raise EngineFailed(
+                f"test case {case.name}: the {self.plan.engine} engine failed for "
+                + "; ".join(f"{name} ({type(error).__name__}: {error})" for name, error in failed.items())
+                + f"; the records of every endpoint are stored ({len(done)})"
+            ) from next(iter(failed.values()))
         elapsed = time.perf_counter() - started
         after = await read_acceptance_snapshots(self.plan.endpoints, self.plan.load.model)
-        figures = {e.name: acceptance_figures(before[e.name], after[e.name]) for e in self.plan.endpoints}
+        model = self.plan.load.model
+        figures = {e.name: acceptance_figures(before[e.name], after[e.name], model) for e in self.plan.endpoints}
         self.store.write(f"acceptance/{case.name}.json", json.dumps(figures, indent=2, sort_keys=True))
         self._write_llmperf_files(case, done, elapsed, wall_start)
         outcome = CaseOutcome(case.name, done, figures, outputs_match(done))
         cases = dict(self.run_json.get("cases", {}))
-        cases[case.name] = {
-            "prompt_tokens": prepared.prompt_tokens,
-            "prompt_sizing": sizing,
-            "outputs_match": outcome.outputs_match,
-            **counts(done),
-        }
+        cases[case.name] = {**cases[case.name], "outputs_match": outcome.outputs_match}
         self._save_run(cases=cases)
         return outcome
 
@@ -212,7 +236,12 @@ class Runner:
 
 
 def counts(records: list[RequestRecord]) -> dict[str, int]:
-    return {"requests": len(records), "errors": sum(1 for r in records if not r.ok)}
+    """Requests, failed ones (interrupted included), and those interrupted in flight."""
+    return {
+        "requests": len(records),
+        "errors": sum(1 for r in records if not r.ok),
+        "interrupted": sum(1 for r in records if r.error_code == INTERRUPTED),
+    }
 
 
 def _now() -> str:

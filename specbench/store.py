@@ -11,6 +11,10 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 
+class StoreError(RuntimeError):
+    """A results location that cannot be written; the message names the location and the cause."""
+
+
 class ResultsStore(Protocol):
     location: str
 
@@ -28,10 +32,13 @@ class LocalStore:
 
     def write_text(self, key: str, text: str) -> None:
         path = self.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".partial")
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)  # readers never see half a file
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(path.name + ".partial")
+            temporary.write_text(text, encoding="utf-8")
+            temporary.replace(path)  # readers never see half a file
+        except OSError as error:
+            raise StoreError(f"cannot write {path}: {error.strerror or error}") from error
 
     def read_text(self, key: str) -> str:
         return (self.root / key).read_text(encoding="utf-8")
@@ -50,8 +57,13 @@ class S3Store:
         self.location = f"s3://{bucket}/{prefix}"
 
     def write_text(self, key: str, text: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         content_type = "application/json" if key.endswith(".json") else "application/x-ndjson" if key.endswith(".jsonl") else "text/plain"
-        self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=text.encode("utf-8"), ContentType=content_type)
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=text.encode("utf-8"), ContentType=content_type)
+        except (BotoCoreError, ClientError) as error:
+            raise StoreError(f"cannot write s3://{self.bucket}/{self.prefix}{key}: {error}") from error
 
     def read_text(self, key: str) -> str:
         return self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"].read().decode("utf-8")
@@ -88,9 +100,11 @@ class RunStore:
     def __init__(self, store: ResultsStore, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.location = f"{store.location.rstrip('/')}/{run_id}"
+        self.written = 0  # files stored so far: tells "nothing was stored" from "kept what completed"
 
     def write(self, key: str, text: str) -> None:
         self.store.write_text(f"{self.run_id}/{key}", text)
+        self.written += 1
 
     def read(self, key: str) -> str:
         return self.store.read_text(f"{self.run_id}/{key}")

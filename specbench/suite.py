@@ -111,8 +111,14 @@ def load_suite(path: str | Path | None) -> Suite:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SuiteError(f"suite file {path} does not exist") from None
+    except IsADirectoryError:
+        raise SuiteError(f"suite file {path} is a directory; expected a JSON file") from None
+    except UnicodeDecodeError:
+        raise SuiteError(f"suite file {path} is not UTF-8 text; expected a JSON file") from None
     except json.JSONDecodeError as error:
         raise SuiteError(f"suite file {path}: not valid JSON ({error})") from None
+    except OSError as error:  # unreadable: permissions, a device, ...
+        raise SuiteError(f"suite file {path} cannot be read: {error.strerror or error}") from None
     return parse_suite(data, str(path))
 
 

@@ -167,12 +167,29 @@ def test_parser_filters_by_model_name_and_sums_counters_otherwise():
     qwen = parse_spec_decode(TWO_MODELS, model_name=QWEN)
     other = parse_spec_decode(TWO_MODELS, model_name="other/model")
     both = parse_spec_decode(TWO_MODELS)
-    assert qwen == SpecDecodeSnapshot(num_drafts=100.0, num_accepted_tokens=200.0, accepted_per_pos={0: 60.0}, draft_acceptance_rate=0.8)
-    assert other == SpecDecodeSnapshot(num_drafts=10.0, num_accepted_tokens=4.0, accepted_per_pos={0: 3.0}, draft_acceptance_rate=0.4)
+    assert qwen == SpecDecodeSnapshot(
+        num_drafts=100.0, num_accepted_tokens=200.0, accepted_per_pos={0: 60.0}, draft_acceptance_rate=0.8, other_models=("other/model",)
+    )
+    assert other == SpecDecodeSnapshot(
+        num_drafts=10.0, num_accepted_tokens=4.0, accepted_per_pos={0: 3.0}, draft_acceptance_rate=0.4, other_models=(QWEN,)
+    )
     assert both == SpecDecodeSnapshot(
         num_drafts=110.0, num_accepted_tokens=204.0, accepted_per_pos={0: 63.0}, draft_acceptance_rate=pytest.approx(0.6)
     )
-    assert parse_spec_decode(TWO_MODELS, model_name="not/served") == SpecDecodeSnapshot()
+    assert parse_spec_decode(TWO_MODELS, model_name="not/served") == SpecDecodeSnapshot(other_models=(QWEN, "other/model"))
+
+
+def test_counters_for_another_model_name_are_reported_as_such_not_as_no_speculation():
+    before = parse_spec_decode(v1_text(100, 700, 350, [90, 80]), model_name="qwen")
+    after = parse_spec_decode(v1_text(200, 1400, 700, [180, 160]), model_name="qwen")
+    acceptance = acceptance_between(before, after, "qwen")
+    assert (acceptance.source, acceptance.acceptance_rate) == ("missing", None)
+    assert acceptance.reason == (
+        "speculative-decoding metrics exist only for model_name 'Qwen/Qwen3-32B', not for the served model 'qwen': "
+        "the benchmark's --model differs from the server's --served-model-name"
+    )
+    baseline = parse_spec_decode(BASELINE_TEXT, model_name="qwen")
+    assert "a server without speculation" in acceptance_between(baseline, baseline, "qwen").reason
 
 
 def test_parser_reads_v0_gauges_and_keeps_absent_metrics_none():

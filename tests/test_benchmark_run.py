@@ -20,8 +20,8 @@ from specbench.emulator import EmulatorServer, default_profiles
 from specbench.emulator_process import emulators_in_subprocess, fetch_truth
 from specbench.engines import Endpoint, LoadSpec
 from specbench.engines.native import NativeEngine
-from specbench.records import read_jsonl
-from specbench.runner import Runner, RunPlan
+from specbench.records import INTERRUPTED, RequestRecord, read_jsonl
+from specbench.runner import EngineFailed, Runner, RunPlan
 from specbench.store import LocalStore, RunStore
 from specbench.suite import DEFAULT_SUITE
 
@@ -77,7 +77,7 @@ def test_run_stores_records_acceptance_llmperf_files_and_settings(servers, tmp_p
         r.tokens_per_chunk > 1.5 for r in speculative if r.test_case == "counting"
     )
     run = json.loads(store.read("run.json"))
-    assert run["status"] == "completed" and run["counts"] == {"requests": 32, "errors": 0}
+    assert run["status"] == "completed" and run["counts"] == {"requests": 32, "errors": 0, "interrupted": 0, "engine_failures": 0}
     assert run["plan"]["deployment"]["services"]["qwen-sd-vllm"]["num_speculative_tokens"] == 7
     assert run["plan"]["load"]["temperature"] == 0.0 and run["plan"]["load"]["seed"] == 11111
     assert run["cases"]["counting"]["prompt_tokens"] == 64 and run["cases"]["counting"]["outputs_match"] is True
@@ -126,7 +126,7 @@ def test_faults_are_counted_and_every_good_result_is_kept(tmp_path):
     assert "malformed server-sent event" in messages[3]
     assert "empty completion" in messages[4]
     assert all(r.ttft_s is None for r in failed) and all(r.ttft_s and r.output_tokens == 40 for r in records if r.ok)
-    assert json.loads(store.read("run.json"))["counts"] == {"requests": 16, "errors": 5}
+    assert json.loads(store.read("run.json"))["counts"] == {"requests": 16, "errors": 5, "interrupted": 0, "engine_failures": 0}
     rows = json.loads(store.read("llmperf/qwen-sd-vllm/json/Qwen-Qwen3-32B_64_40_individual_responses.json"))
     assert sum(row["error_code"] is not None for row in rows) == 5 and len(rows) == 8
 
@@ -166,8 +166,99 @@ def test_a_crash_keeps_the_test_cases_that_completed(servers, tmp_path):
     with pytest.raises(RuntimeError, match="node lost"):
         asyncio.run(Runner(plan, CrashOnSecondCase(), store, progress=False).run())
     run = json.loads(store.read("run.json"))
-    assert run["status"] == "failed" and "node lost" in run["error"] and run["counts"] == {"requests": 8, "errors": 0}
+    assert run["status"] == "failed" and "node lost" in run["error"]
+    assert run["counts"] == {"requests": 8, "errors": 0, "interrupted": 0, "engine_failures": 2}
     assert len(read_jsonl(store.read("records/counting.jsonl").splitlines())) == 8
+
+
+def two_endpoint_plan(servers, requests=4, concurrency=4, tokens=20, cases=("counting",)):
+    return RunPlan(
+        tuple(Endpoint(n, s.url) for n, s in zip(("qwen-vllm", "qwen-sd-vllm"), servers, strict=True)),
+        DEFAULT_SUITE.select(list(cases)),
+        LoadSpec("Qwen/Qwen3-32B", tokens, concurrency, requests, 10.0),
+        64,
+        "native",
+        5.0,
+    )
+
+
+def test_one_endpoints_engine_failure_keeps_every_record_of_the_other(servers, tmp_path):
+    """The baseline's engine produces its records on another thread (as the llmperf engine does),
+    slowly; the speculative endpoint's engine raises once the first baseline record exists. Every
+    baseline record, including those produced after the failure, is stored and counted."""
+    import threading
+    import time
+
+    first_record = threading.Event()
+
+    class OneEndpointFails:
+        name = "native"
+
+        async def run(self, endpoint, prepared, load, run_id, on_record):
+            if endpoint.name == "qwen-sd-vllm":
+                await asyncio.to_thread(first_record.wait, 5)
+                raise RuntimeError("ray.init twice")
+            return await asyncio.to_thread(self.produce, endpoint, prepared, load, run_id, on_record)
+
+        def produce(self, endpoint, prepared, load, run_id, on_record):
+            records = []
+            for index in range(load.requests):
+                record = RequestRecord(run_id, endpoint.name, prepared.case.name, prepared.case.prompt_class, "native", index, 1.0)
+                record.error_code, record.error_msg = (None, "") if index else (-1, "client error")
+                on_record(record)
+                records.append(record)
+                first_record.set()
+                time.sleep(0.05)  # the other endpoint fails meanwhile
+            return records
+
+    store = RunStore(LocalStore(tmp_path), "fails")
+    with pytest.raises(EngineFailed, match=r"failed for qwen-sd-vllm \(RuntimeError: ray.init twice\)"):
+        asyncio.run(Runner(two_endpoint_plan(servers, requests=6), OneEndpointFails(), store, progress=False).run())
+    stored_records = read_jsonl(store.read("records/counting.jsonl").splitlines())
+    assert [(r.variant, r.request_index) for r in stored_records] == [("qwen-vllm", i) for i in range(6)]
+    run = json.loads(store.read("run.json"))
+    assert run["status"] == "failed" and "qwen-sd-vllm (RuntimeError: ray.init twice)" in run["error"]
+    assert run["counts"] == {"requests": 6, "errors": 1, "interrupted": 0, "engine_failures": 1}
+    assert run["engine_failures"] == [{"test_case": "counting", "endpoint": "qwen-sd-vllm", "error": "RuntimeError: ray.init twice"}]
+    assert run["cases"]["counting"]["requests"] == 6
+
+
+def test_requests_in_flight_when_stopped_are_stored_as_interrupted_and_counted(servers, tmp_path):
+    """Cancel (what SIGTERM does) once three requests have finished: with four in flight per endpoint,
+    the others are mid-stream. Each sent request is stored exactly once, and run.json counts what is stored."""
+
+    class CancelAfterThree(NativeEngine):
+        finished = 0
+
+        async def collect(self, *args):
+            await super().collect(*args)
+            CancelAfterThree.finished += 1
+            if CancelAfterThree.finished == 3:
+                main.cancel()
+
+    async def run(runner):
+        global main
+        main = asyncio.current_task()
+        return await runner.run()
+
+    store = RunStore(LocalStore(tmp_path), "stop")
+    runner = Runner(
+        two_endpoint_plan(servers, requests=8, tokens=200, cases=("counting", "json")), CancelAfterThree(), store, progress=False
+    )
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run(runner))
+    records = read_jsonl(store.read("records/counting.jsonl").splitlines())
+    interrupted = [r for r in records if r.error_code == INTERRUPTED]
+    assert sum(r.ok for r in records) == 3 and len(interrupted) == len(records) - 3 >= 4  # 4 a side were in flight
+    assert all(r.error_msg.startswith("interrupted: the run was stopped while this request was in flight") for r in interrupted)
+    for variant in ("qwen-vllm", "qwen-sd-vllm"):  # every sent request once: indices are sent in order
+        indices = sorted(r.request_index for r in records if r.variant == variant)
+        assert indices == list(range(len(indices))) and len(indices) >= 4
+    run = json.loads(store.read("run.json"))
+    assert run["status"] == "interrupted" and not store.keys("records/json.jsonl")
+    n = len(records)
+    assert run["counts"] == {"requests": n, "errors": n - 3, "interrupted": n - 3, "engine_failures": 0}
+    assert run["cases"]["counting"]["requests"] == n
 
 
 @pytest.mark.timing
@@ -286,7 +377,8 @@ def test_a_failed_publish_keeps_the_batches_and_publish_sends_only_those(servers
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--settings", "/nonexistent/settings.json"], "No such file"),
+        (["--settings", "/nonexistent/settings.json"], "specbench: --settings /nonexistent/settings.json: no such file\n"),
+        (["--settings", "/"], "specbench: --settings /: is a directory; expected a JSON file\n"),
         (["--results", "ftp://somewhere/"], "allowed are a directory path or s3://BUCKET/PREFIX/"),
         (["--test-case", "nope"], "test case nope not in suite 'reference'"),
         (["--endpoint", "qwen-vllm=localhost:8000"], "expected NAME=http(s)://HOST:PORT"),
@@ -297,3 +389,139 @@ def test_bad_arguments_are_one_line_errors(extra, message, capsys):
         assert cli.main(["run", "--no-publish", *extra]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_settings_that_are_not_a_json_object_name_the_flag_and_the_file(tmp_path, capsys):
+    for text, message in (("{bad", "not valid JSON (Expecting property name"), ("[1]", "expected a JSON object")):
+        path = tmp_path / "settings.json"
+        path.write_text(text)
+        assert cli.main(["run", "--no-publish", "--settings", str(path)]) == cli.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith(f"specbench: --settings {path}: {message}") and err.count("\n") == 1
+
+
+def test_unwritable_results_say_nothing_was_stored_there(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code = cli.main(["run", "--results", str(blocker / "results"), "--run-id", "x", "--no-publish", "--no-progress"])
+    assert code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"specbench: --results {blocker / 'results'}: cannot write {blocker / 'results' / 'x' / 'run.json'}: Not a directory; nothing was stored there\n"
+    )
+
+
+@contextlib.contextmanager
+def html_server():
+    """Answers /health and /v1/models like vLLM, but /v1/chat/completions with an HTML page (a proxy's
+    login page, a wrong port): a 200 that is not an event stream."""
+    import threading
+
+    from aiohttp import web
+
+    async def models(request):
+        return web.json_response({"data": [{"id": "Qwen/Qwen3-32B"}]})
+
+    async def page(request):
+        return web.Response(text="<html><body>Sign in to continue</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/health", page)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", page)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_a_non_sse_answer_records_status_and_content_type_and_a_dead_service_exits_non_zero(servers, tmp_path, capsys):
+    with html_server() as url:
+        args = ["run", "--endpoint", f"qwen-vllm={servers[0].url}", "--endpoint", f"qwen-sd-vllm={url}", "--results", str(tmp_path)]
+        code = cli.main([*args, "--test-case", "json", "--run-id", "h", "--output-tokens", "20", "--no-publish", "--no-progress"])
+    assert code == cli.EXIT_SERVICE_FAILED
+    _, records = stored(tmp_path, "h")
+    failed = [r for r in records if not r.ok]
+    assert len(records) == 16 and {r.variant for r in failed} == {"qwen-sd-vllm"} and len(failed) == 8
+    assert {(r.error_code, r.error_msg) for r in failed} == {
+        (
+            -1,
+            "HTTP 200, Content-Type text/html; charset=utf-8 (expected 200 text/event-stream): <html><body>Sign in to continue</body></html>",
+        )
+    }
+    out = capsys.readouterr().out
+    assert "specbench: every request to qwen-sd-vllm failed; first error: -1: HTTP 200, Content-Type text/html" in out
+
+
+def test_publish_without_region_or_credentials_is_one_line(tmp_path, monkeypatch, capsys):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = RunStore(LocalStore(tmp_path), "r")
+    store.write("run.json", "{}")
+    assert cli.main(["publish", str(tmp_path / "r")]) == cli.EXIT_CRASHED
+    assert capsys.readouterr().err == "specbench: not published: no AWS region: pass --region or set AWS_REGION\n"
+    assert cli.main(["publish", str(tmp_path / "r"), "--region", "us-east-2"]) == cli.EXIT_CRASHED
+    err = capsys.readouterr().err
+    assert err == "specbench: not published: no AWS credentials found (environment, profile, Pod Identity or instance role)\n"
+
+
+def test_emulate_on_a_port_in_use_is_one_line(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["emulate", "--baseline-port", str(port), "--only", "baseline"]) == cli.EXIT_CRASHED
+    err = capsys.readouterr().err
+    assert err.startswith("specbench emulate: [Errno 98] error while attempting to bind on address") and err.count("\n") == 1
+
+
+def test_sigterm_stores_requests_in_flight_as_interrupted_and_counts_match_the_files(servers, tmp_path):
+    """The Job's deadline or `kubectl delete`: a real SIGTERM to `specbench run` mid-request."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = run_args(*servers, tmp_path, "--run-id", "term", "--no-publish", "--output-tokens", "600")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "term" / "run.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # readiness and prompt sizing done, the first wave (2.7 s a request) streaming
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == cli.EXIT_CRASHED
+    assert f"interrupted: what completed is stored in {tmp_path / 'term'} (requests in flight recorded as interrupted)" in err
+    assert "Traceback" not in err
+    store, records = stored(tmp_path, "term")
+    run = json.loads(store.read("run.json"))
+    interrupted = sum(r.error_code == INTERRUPTED for r in records)
+    assert run["status"] == "interrupted" and interrupted >= 4
+    assert run["counts"] == {
+        "requests": len(records),
+        "errors": sum(not r.ok for r in records),
+        "interrupted": interrupted,
+        "engine_failures": 0,
+    }

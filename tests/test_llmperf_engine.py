@@ -236,3 +236,34 @@ def test_content_tokens_are_counted_only_once_the_endpoints_requests_are_over(mo
         records = run_engine(LlmperfEngine(StandInBackend()), Endpoint("qwen-vllm", server.url), LoadSpec(MODEL, 20, 4, 8, 30.0))
     assert [r.error_code for r in records] == [None] * 8
     assert in_flight_at_tokenize and set(in_flight_at_tokenize) == {0}
+
+
+def test_requests_in_flight_when_the_run_stops_are_recorded_as_interrupted():
+    """Cancelled (SIGTERM, Ctrl-C) with requests in flight: every finished request keeps its record
+    and every request already sent gets an interrupted one; nothing sent is dropped."""
+    from specbench.records import INTERRUPTED
+
+    profile = EmulatorProfile(
+        target_step_s=0.004, prefill_base_s=0.01, prefill_s_per_token=0.0, stall_s=5.0, faults={4: "stall", 5: "stall"}
+    )
+    got = []
+
+    async def go(url):
+        engine = LlmperfEngine(StandInBackend())
+        task = asyncio.ensure_future(engine.run(Endpoint("qwen-vllm", url), PREPARED, LoadSpec(MODEL, 20, 2, 8, 30.0), "r", got.append))
+        try:
+            for _ in range(400):  # until requests 4 and 5 (stalled) have reached the server
+                await asyncio.sleep(0.01)
+                if len(server.truth) >= 6:
+                    break
+            await asyncio.sleep(0.3)  # 0-3 are long done; 4 and 5 stall for 5 s
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            engine.close()
+
+    with EmulatorServer(profile) as server:
+        asyncio.run(go(server.url))
+    codes = sorted((r.request_index, r.error_code) for r in got)
+    assert codes == [(0, None), (1, None), (2, None), (3, None), (4, INTERRUPTED), (5, INTERRUPTED)]

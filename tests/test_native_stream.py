@@ -1,12 +1,26 @@
 """The native client's stream bookkeeping and the record math, without a server."""
 
+import asyncio
+import gc
 import json
 
+import aiohttp
 import pytest
 
 from specbench.engines import LoadSpec, PreparedCase
-from specbench.engines.native import StreamError, StreamState, decode_event, request_body
-from specbench.records import stream_metrics, time_per_output_token
+from specbench.engines.native import (
+    NativeEngine,
+    RawStream,
+    StreamError,
+    StreamState,
+    decode_event,
+    digest,
+    ends_stream,
+    not_an_event_stream,
+    parse_reads,
+    request_body,
+)
+from specbench.records import CLIENT_ERROR, INTERRUPTED, RequestRecord, stream_metrics, time_per_output_token
 from specbench.suite import DEFAULT_SUITE
 
 
@@ -80,3 +94,83 @@ def test_both_latency_definitions_from_chunks():
     assert time_per_output_token(0.2, 0.3, 1) is None
     with pytest.raises(ValueError, match="empty completion"):
         stream_metrics([], [], 1.0, 64)
+
+
+def sse(*events):
+    return b"".join(b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n" for e in events)
+
+
+def test_reads_are_parsed_after_the_stream_with_each_event_stamped_by_the_read_that_completed_it():
+    body = sse(
+        {"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"prompt_tokens": 9, "completion_tokens": 0}},
+        chat(" a", 1, 9),
+        chat(" b c", 3, 9),
+        b"[DONE]",
+    )
+    cut1, cut2 = body.index(b" a") + 1, body.index(b" b c") + 2  # events split across reads
+    reads = [body[:cut1], body[cut1:cut2], body[cut2:-5], body[-5:]]
+    state = parse_reads(reads, [0.1, 0.2, 0.3, 0.4])
+    assert (state.times, state.tokens, state.texts, state.end_to_end) == ([0.2, 0.3], [1, 2], [" a", " b c"], 0.4)
+    assert [ends_stream(p, d) for p, d in zip([b"", *reads], reads, strict=False)] == [False, False, False, True]
+    assert ends_stream(b"", sse(chat("data: [DONE] as text", 1))) is False  # content cannot hold a raw newline
+    with pytest.raises(StreamError, match="stream ended before \\[DONE\\]"):
+        parse_reads(reads[:3], [0.1, 0.2, 0.3])
+
+
+def raw_stream(**changes):
+    record = RequestRecord("r", "svc", "counting", "structured", "native", 0, 1.0, input_tokens=5)
+    return RawStream(record, **changes)
+
+
+def test_digest_turns_each_kind_of_stream_into_its_record():
+    body = sse(chat(" a", 1, 7), chat(" b", 2, 7), b"[DONE]")
+    record, pending = digest(raw_stream(reads=[body], times=[0.25], finished=True))
+    assert pending is None and (record.ok, record.output_tokens, record.input_tokens, record.chunk_tokens) == (True, 2, 7, [1, 1])
+    assert record.end_to_end_latency_s == 0.25 and record.token_count_source == "usage"
+    record, _ = digest(raw_stream(reads=[body[:20]], times=[0.1]))  # still in flight when the run stopped
+    assert (record.error_code, record.error_msg) == (
+        INTERRUPTED,
+        "interrupted: the run was stopped while this request was in flight (1 reads received)",
+    )
+    html = not_an_event_stream(200, "text/html; charset=utf-8", "<html>\n  <body>Sign in</body>\n</html>")
+    record, _ = digest(raw_stream(error=html, finished=True))
+    assert (record.error_code, record.error_msg) == (
+        CLIENT_ERROR,
+        "HTTP 200, Content-Type text/html; charset=utf-8 (expected 200 text/event-stream): <html> <body>Sign in</body> </html>",
+    )
+    assert not_an_event_stream(502, "", "Bad gateway").code == 502
+    record, pending = digest(raw_stream(reads=[sse({"choices": [{"text": "hi"}]}, b"[DONE]")], times=[0.3], finished=True))
+    assert pending is not None and pending.texts == ["hi"]  # no usage: tokens are counted with /tokenize afterwards
+
+
+def test_garbage_collection_is_off_while_streams_are_open_and_restored_after():
+    """A collection stops the event loop that stamps chunks; the engine turns it off from the first
+    stream opened to the last one closed, then back on (and leaves it off if it was off)."""
+    seen = []
+
+    class Watch(NativeEngine):
+        def _quiet_again(self):
+            seen.append(gc.isenabled())  # the last stream just closed
+            super()._quiet_again()
+
+    class RefusingSession:
+        def post(self, *args, **kwargs):
+            seen.append(gc.isenabled())  # the stream is open
+            raise aiohttp.ClientConnectionError("refused")
+
+    def one_stream():
+        raw = raw_stream()
+        asyncio.run(Watch().collect(RefusingSession(), "http://127.0.0.1:9/v1/chat/completions", b"{}", {}, None, raw))
+        return raw
+
+    assert gc.isenabled()
+    raw = one_stream()
+    assert seen == [False, False] and gc.isenabled()
+    assert raw.finished and raw.error.args[0] == "connection error: ClientConnectionError: refused"
+    gc.disable()
+    try:
+        seen.clear()
+        one_stream()
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()

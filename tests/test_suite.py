@@ -83,3 +83,33 @@ def test_the_reference_suite_is_a_data_file_read_by_the_same_parser():
     from pathlib import Path
 
     assert load_suite(Path(__file__).parents[1] / "specbench" / "suites" / "reference.json") == DEFAULT_SUITE
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d, "is a directory; expected a JSON file"),
+        (
+            lambda d: (d / "bin.json").write_bytes(b"\x7fELF\x02\x01\xd0\xfe\x00") and d / "bin.json",
+            "is not UTF-8 text; expected a JSON file",
+        ),
+    ],
+    ids=["directory", "binary"],
+)
+def test_a_suite_that_is_not_a_text_file_is_one_line_on_every_path(tmp_path, capsys, make, message):
+    """load_suite, the CLI (`specbench suite`, `run`) and synth (config validation) all say it in one line."""
+    from config import ConfigError, load_config
+    from specbench import cli
+
+    path = make(tmp_path)
+    with pytest.raises(SuiteError) as error:
+        load_suite(path)
+    assert str(error.value) == f"suite file {path} {message}"
+    for command in (["suite", "--suite", str(path)], ["run", "--suite", str(path), "--no-publish", "--results", str(tmp_path / "r")]):
+        assert cli.main(command) == cli.EXIT_USAGE
+        captured = capsys.readouterr()
+        assert captured.err == f"specbench: suite file {path} {message}\n"
+    with pytest.raises(ConfigError) as problem:
+        load_config({"benchmark.suite_file": str(path)}, {})
+    assert f"benchmark.suite_file='{path}': suite file {path} {message}; allowed: a JSON suite file" in str(problem.value)
+    assert "Traceback" not in str(problem.value)

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from ..endpoints import count_tokens_async
-from ..records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, RequestRecord, stream_metrics
+from ..records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, INTERRUPTED, RequestRecord, stream_metrics
 from . import Endpoint, LoadSpec, OnRecord, PreparedCase
 
 LLAMA2_TOKENIZER = "hf-internal-testing/llama-tokenizer"  # what llmperf counts with (token_benchmark_ray.py)
@@ -276,6 +276,7 @@ class LlmperfEngine:
         # Results are turned into records once this endpoint's traffic is over: counting content
         # tokens calls the server's /tokenize, which must not share the server with timed requests.
         finished: list[tuple[Any, int]] = []
+        in_flight: set[int] = set()  # sent, no result yet: interrupted if the run stops now
         counts: dict[str, int] = {}
 
         async with aiohttp.ClientSession() as session:
@@ -300,10 +301,12 @@ class LlmperfEngine:
                         llm_api="openai",
                         metadata={"index": index, "request_id": f"{run_id}-{endpoint.name}-{prepared.case.name}-{index}"},
                     )
+                    in_flight.add(index)
                     try:
                         outs = await loop.run_in_executor(pool, _launch_and_wait, launcher, config)
                     except Exception as error:  # noqa: BLE001 - e.g. the actor died: this request failed
                         outs = [({"error_code": CLIENT_ERROR, "error_msg": f"{type(error).__name__}: {error}"}, "", config, {})]
+                    in_flight.discard(index)
                     finished.extend((out, index) for out in outs)
 
             try:
@@ -311,6 +314,13 @@ class LlmperfEngine:
             finally:
                 for out, index in finished:
                     await finish(out, index)
+                for index in sorted(in_flight):  # the run was stopped (SIGTERM, Ctrl-C) while these were sent
+                    record = self._error_record(
+                        endpoint, prepared, run_id, index, "interrupted: the run was stopped while this request was in flight"
+                    )
+                    record.error_code = INTERRUPTED
+                    on_record(record)
+                    records.append(record)
                 pool.shutdown(wait=False)
                 if pool in self._pools:
                     self._pools.remove(pool)

@@ -1,14 +1,24 @@
-"""The project's own streaming client: asyncio + aiohttp, one timestamp per server-sent event.
+"""The project's own streaming client: asyncio + aiohttp, one timestamp per network read.
 
 It asks vLLM for continuous usage statistics, so every chunk carries the cumulative completion
 token count from the served model's own tokenizer: tokens per chunk are exact, which is what
 separates per-chunk from per-token latency under speculative decoding. Only when a server sends
 no usage are chunk texts counted afterwards with the server's /tokenize (never during timing).
+
+Every stream shares one event loop, so anything the loop does between a chunk's arrival and its
+timestamp is lag. The design keeps that path to a timestamp and an append:
+- before the run: the request body is encoded once, every request's headers and record built;
+- while streams are open: each read is stamped and kept raw; nothing is parsed;
+- after every stream of this engine is closed (both endpoints of a test case share the engine):
+  the raw bytes are parsed, metrics computed, records handed to ``on_record``.
+Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import hashlib
 import json
 import time
@@ -18,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from ..endpoints import count_tokens_async
-from ..records import CLIENT_ERROR, COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, RequestRecord, stream_metrics
+from ..records import CLIENT_ERROR, COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, INTERRUPTED, RequestRecord, stream_metrics
 from . import Endpoint, LoadSpec, OnRecord, PreparedCase
 
 
@@ -55,6 +65,7 @@ class StreamState:
     completion_tokens: int = 0
     pending_tokens: int = 0  # counted by usage on a chunk without content: belongs to the next content
     done: bool = False
+    end_to_end: float = 0.0  # arrival of the read that completed the [DONE] line
 
     def add(self, event: dict[str, Any], at: float) -> None:
         if "error" in event:
@@ -122,24 +133,214 @@ def _send_times() -> aiohttp.TraceConfig:
     return trace
 
 
+# The end of a stream, seen cheaply in raw bytes while streaming (a JSON string cannot hold a raw
+# newline, so these cannot come from content); parsing confirms it afterwards. A [DONE] line that
+# opens the body is not seen here: the stream then ends at the response's end, as any other does.
+_DONE_MARKS = (b"\ndata: [DONE]", b"\ndata:[DONE]")
+_TAIL = len(_DONE_MARKS[0]) - 1  # bytes of the previous read a mark may start in
+EVENT_STREAM = "text/event-stream"
+
+
+def ends_stream(previous: bytes, data: bytes) -> bool:
+    """Whether ``data`` (after ``previous``, the last read) completes a ``data: [DONE]`` line's start."""
+    window = previous[-_TAIL:] + data
+    return _DONE_MARKS[0] in window or _DONE_MARKS[1] in window
+
+
+@dataclass
+class RawStream:
+    """One request as received: each network read and when it arrived (seconds after the send)."""
+
+    record: RequestRecord
+    reads: list[bytes] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    error: StreamError | None = None
+    finished: bool = False  # the response was closed (normally or by an error); else still in flight
+
+
+def digest(raw: RawStream) -> tuple[RequestRecord, StreamState | None]:
+    """Parse a finished stream into its record; the state is returned when tokens must still be
+    counted with /tokenize (no usage in the stream). Pure: no I/O, no clock."""
+    record = raw.record
+    if not raw.finished:
+        record.error_code = INTERRUPTED
+        record.error_msg = f"interrupted: the run was stopped while this request was in flight ({len(raw.reads)} reads received)"
+        return record, None
+    try:
+        if raw.error is not None:
+            raise raw.error
+        state = parse_reads(raw.reads, raw.times)
+    except StreamError as error:
+        record.error_code, record.error_msg = error.code, str(error)
+        return record, None
+    if state.usage_seen:
+        record.input_tokens = state.prompt_tokens or record.input_tokens
+        fill_metrics(record, state, state.tokens, COUNT_FROM_USAGE)
+        return record, None
+    return record, state
+
+
+def parse_reads(reads: list[bytes], times: list[float]) -> StreamState:
+    """The stream's events, each stamped with the arrival of the read that completed its line."""
+    state = StreamState()
+    pending = b""
+    end_to_end = None
+    for data, at in zip(reads, times, strict=True):
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            event = decode_event(line)
+            if event is None:
+                continue
+            if event.get("__done__"):
+                end_to_end = at
+                break
+            state.add(event, at)
+        if end_to_end is not None:
+            break
+    if end_to_end is None:
+        raise StreamError(CLIENT_ERROR, "stream ended before [DONE]: connection dropped")
+    state.done = True
+    state.end_to_end = end_to_end
+    state.finish()
+    if not state.times:
+        raise StreamError(CLIENT_ERROR, "empty completion: no content chunk arrived")
+    return state
+
+
+def fill_metrics(record: RequestRecord, state: StreamState, tokens: list[int], source: str) -> None:
+    record.token_count_source = source
+    for key, value in stream_metrics(state.times, tokens, state.end_to_end, record.input_tokens).items():
+        setattr(record, key, value)
+    record.chunk_times_s = [round(t, 6) for t in state.times]
+    record.chunk_tokens = tokens
+    record.output_sha256 = hashlib.sha256("".join(state.texts).encode("utf-8")).hexdigest()
+
+
+def not_an_event_stream(status: int, content_type: str, body: str) -> StreamError:
+    """A response that is not a stream of events: its status and content type are what tell why."""
+    snippet = " ".join(body.split())[:300]
+    code = status if status != 200 else CLIENT_ERROR
+    return StreamError(code, f"HTTP {status}, Content-Type {content_type or 'none'} (expected 200 {EVENT_STREAM}): {snippet}")
+
+
+async def _until_body_end(response: aiohttp.ClientResponse, limit_s: float = 0.5) -> None:
+    """After [DONE], let the body's end (the terminating chunk) in: aiohttp closes a connection
+    released mid-body instead of pooling it (client_proto.ResponseHandler.should_close: payload not
+    at EOF), and the next request would pay a new TCP handshake on the stamping loop. Bounded, for a
+    server that keeps the body open after [DONE]; the stream's timings are already taken."""
+    if response.content.is_eof():
+        return
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(response.content.read(), limit_s)
+
+
 class NativeEngine:
     name = "native"
+
+    def __init__(self) -> None:
+        # Streams open in this engine (all endpoints of the case), and who waits for none to be open.
+        self._open = 0
+        self._quiet: list[asyncio.Future[None]] = []
+        self._gc_was_enabled = True
 
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
     ) -> list[RequestRecord]:
+        path, body = request_body(prepared, load)
+        payload = json.dumps(body).encode("utf-8")  # encoded once, before the clock starts anywhere
+        url = endpoint.api_base + path
+        raws = [
+            RawStream(
+                RequestRecord(
+                    run_id=run_id,
+                    variant=endpoint.name,
+                    test_case=prepared.case.name,
+                    prompt_class=prepared.case.prompt_class,
+                    engine=self.name,
+                    request_index=index,
+                    started_at=0.0,
+                    input_tokens=prepared.prompt_tokens,
+                )
+            )
+            for index in range(load.requests)
+        ]
+        headers = [
+            {
+                "X-Request-Id": f"{run_id}-{endpoint.name}-{prepared.case.name}-{index}",
+                "Authorization": "Bearer specbench",
+                "Content-Type": "application/json",
+            }
+            for index in range(load.requests)
+        ]
+        timeout = aiohttp.ClientTimeout(total=load.request_timeout_s)
+        started: list[RawStream] = []
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
-        async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
-            await self.warm_up(session, endpoint, min(load.concurrency, load.requests))
-            gate = asyncio.Semaphore(load.concurrency)
+        try:
+            async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
+                await self.warm_up(session, endpoint, min(load.concurrency, load.requests))
+                gate = asyncio.Semaphore(load.concurrency)
 
-            async def one(index: int) -> RequestRecord:
-                async with gate:
-                    record = await self.request(session, endpoint, prepared, load, run_id, index)
+                async def one(index: int) -> None:
+                    async with gate:
+                        started.append(raws[index])
+                        await self.collect(session, url, payload, headers[index], timeout, raws[index])
+
+                await asyncio.gather(*(one(index) for index in range(load.requests)))
+                await self._until_quiet()
+                return await self._deliver(started, session, endpoint, load, on_record)
+        except BaseException:
+            # Cancelled (SIGTERM) or crashed: every request that was sent still gets its record,
+            # those in flight as interrupted, and no further I/O (no /tokenize) is attempted.
+            for raw in started:
+                record, state = digest(raw)
+                if state is not None:
+                    record.error_code = INTERRUPTED
+                    record.error_msg = "interrupted: completed, but the run stopped before its tokens were counted with /tokenize"
                 on_record(record)
-                return record
+            raise
 
-            return list(await asyncio.gather(*(one(index) for index in range(load.requests))))
+    async def _deliver(
+        self, started: list[RawStream], session: aiohttp.ClientSession, endpoint: Endpoint, load: LoadSpec, on_record: OnRecord
+    ) -> list[RequestRecord]:
+        records = []
+        while started:
+            raw = started.pop(0)  # popped first: a cancellation during /tokenize must not deliver it twice
+            record, state = digest(raw)
+            if state is not None:
+                try:
+                    tokens = [await count_tokens_async(session, endpoint, load.model, text) for text in state.texts]
+                    fill_metrics(record, state, tokens, COUNT_FROM_TOKENIZER)
+                except asyncio.CancelledError:
+                    record.error_code, record.error_msg = INTERRUPTED, "interrupted while counting its tokens with /tokenize"
+                    on_record(record)
+                    raise
+                except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, ValueError) as error:
+                    record.error_code = CLIENT_ERROR
+                    record.error_msg = f"no usage in the stream and /tokenize failed: {type(error).__name__}: {error}"[:500]
+            on_record(record)
+            records.append(record)
+        return sorted(records, key=lambda r: r.request_index)
+
+    def _quiet_again(self) -> None:
+        """No stream is open: the garbage collector back on (as it was), and whoever waits to parse woken.
+
+        While streams are open the cyclic garbage collector is off: a collection stops the loop
+        (measured: 91 collections, up to 11 ms each, in one 64-stream run of bench_chunk_lag.py),
+        and every chunk arriving meanwhile would be stamped late by that much. Reference counting
+        still frees everything without cycles; cycles wait for the next collection after this."""
+        if self._gc_was_enabled:
+            gc.enable()
+        for waiter in self._quiet:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._quiet.clear()
+
+    async def _until_quiet(self) -> None:
+        """Wait until no stream of this engine is open, so parsing never delays another's timestamps."""
+        if self._open:
+            waiter = asyncio.get_running_loop().create_future()
+            self._quiet.append(waiter)
+            await waiter
 
     @staticmethod
     async def warm_up(session: aiohttp.ClientSession, endpoint: Endpoint, connections: int) -> None:
@@ -152,72 +353,49 @@ class NativeEngine:
 
         await asyncio.gather(*(touch() for _ in range(connections)), return_exceptions=True)
 
-    async def request(
-        self, session: aiohttp.ClientSession, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, index: int
-    ) -> RequestRecord:
-        path, body = request_body(prepared, load)
-        record = RequestRecord(
-            run_id=run_id,
-            variant=endpoint.name,
-            test_case=prepared.case.name,
-            prompt_class=prepared.case.prompt_class,
-            engine=self.name,
-            request_index=index,
-            started_at=time.time(),
-            input_tokens=prepared.prompt_tokens,
-        )
-        headers = {"X-Request-Id": f"{run_id}-{endpoint.name}-{prepared.case.name}-{index}", "Authorization": "Bearer specbench"}
-        state = StreamState()
-        timeout = aiohttp.ClientTimeout(total=load.request_timeout_s)
+    async def collect(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        payload: bytes,
+        headers: dict[str, str],
+        timeout: aiohttp.ClientTimeout,
+        raw: RawStream,
+    ) -> None:
+        """Send one request and keep its reads with their arrival times; never raises but cancellation."""
+        raw.record.started_at = time.time()
         sent = SendTime(time.perf_counter())
+        if not self._open:
+            self._gc_was_enabled = gc.isenabled()
+            gc.disable()  # see _quiet_again
+        self._open += 1
         try:
-            async with session.post(
-                endpoint.api_base + path, json=body, headers=headers, timeout=timeout, trace_request_ctx=sent
-            ) as response:
-                started = record.sent_monotonic_s = sent.at  # the request's last byte went to the socket: the clock starts
-                if response.status != 200:
-                    raise StreamError(response.status, (await response.text())[:500])
-                pending = b""
-                # Whatever bytes arrived, as they arrive: one await per network read, not per line,
-                # and the timestamp is taken before any parsing.
-                async for data in response.content.iter_any():
-                    at = time.perf_counter() - started
-                    *lines, pending = (pending + data).split(b"\n")
-                    for line in lines:
-                        event = decode_event(line)
-                        if event is None:
-                            continue
-                        if event.get("__done__"):
-                            state.done = True
+            async with session.post(url, data=payload, headers=headers, timeout=timeout, trace_request_ctx=sent) as response:
+                started = raw.record.sent_monotonic_s = sent.at  # the request's last byte went to the socket: the clock starts
+                content_type = response.headers.get("Content-Type", "")
+                if response.status != 200 or not content_type.startswith(EVENT_STREAM):
+                    raw.error = not_an_event_stream(
+                        response.status, content_type, (await response.content.read(2000)).decode("utf-8", "replace")
+                    )
+                else:
+                    # The timing path: one await per network read, a timestamp and an append.
+                    previous = b""
+                    async for data in response.content.iter_any():
+                        raw.times.append(time.perf_counter() - started)
+                        raw.reads.append(data)
+                        if ends_stream(previous, data):
+                            await _until_body_end(response)
                             break
-                        state.add(event, at)
-                    if state.done:
-                        break
-            end_to_end = time.perf_counter() - started
-            if not state.done:
-                raise StreamError(CLIENT_ERROR, "stream ended before [DONE]: connection dropped")
-            state.finish()
-            if not state.times:
-                raise StreamError(CLIENT_ERROR, "empty completion: no content chunk arrived")
-        except StreamError as error:
-            record.error_code, record.error_msg = error.code, str(error)
-            return record
+                        previous = data
         except asyncio.TimeoutError:
-            record.error_code, record.error_msg = CLIENT_ERROR, f"timeout: no complete response within {load.request_timeout_s:g} s"
-            return record
+            raw.error = StreamError(CLIENT_ERROR, f"timeout: no complete response within {timeout.total:g} s")
         except aiohttp.ClientError as error:
-            record.error_code, record.error_msg = CLIENT_ERROR, f"connection error: {type(error).__name__}: {error}"[:500]
-            return record
-
-        if state.usage_seen:
-            tokens, record.token_count_source = state.tokens, COUNT_FROM_USAGE
-            record.input_tokens = state.prompt_tokens or prepared.prompt_tokens
+            raw.error = StreamError(CLIENT_ERROR, f"connection error: {type(error).__name__}: {error}"[:500])
         else:
-            tokens = [await count_tokens_async(session, endpoint, load.model, text) for text in state.texts]
-            record.token_count_source = COUNT_FROM_TOKENIZER
-        for key, value in stream_metrics(state.times, tokens, end_to_end, record.input_tokens).items():
-            setattr(record, key, value)
-        record.chunk_times_s = [round(t, 6) for t in state.times]
-        record.chunk_tokens = tokens
-        record.output_sha256 = hashlib.sha256("".join(state.texts).encode("utf-8")).hexdigest()
-        return record
+            raw.finished = True
+        finally:
+            self._open -= 1
+            if not self._open:
+                self._quiet_again()
+        if raw.error is not None:
+            raw.finished = True

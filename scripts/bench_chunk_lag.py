@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""How late the native engine stamps each streamed chunk, against the server's own write times.
+
+    make bench-chunk-lag    # or: .venv/bin/python scripts/bench_chunk_lag.py [--repeats N] [--streams 4 64]
+
+A paced OpenAI-style streaming server runs in its own process on two loopback ports (two
+endpoints, as baseline and speculative). Like vLLM it answers with chunked transfer encoding: a
+role frame, one content frame per step carrying cumulative usage, a finish frame, then
+``data: [DONE]``. Requests differ in length (so slots free while other streams are mid-stream, as in
+a real run) and every content frame's write is logged with ``time.perf_counter()`` just before the
+write. On Linux that is CLOCK_MONOTONIC, one clock for both processes, so the lag of a chunk is
+``client stamp - server write``: the client's ``sent_monotonic_s + chunk_times_s[i]``.
+
+The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
+all (half per endpoint), and the lag distribution of first, middle and last content chunks is
+printed (p50 / p90 / max). Target: p90 within 2 ms for every kind of chunk at 64 streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specbench.emulator_process import free_ports  # noqa: E402
+from specbench.engines import Endpoint, LoadSpec, PreparedCase  # noqa: E402
+from specbench.engines.native import NativeEngine  # noqa: E402
+from specbench.suite import DEFAULT_SUITE  # noqa: E402
+
+STEP_S = 0.020  # one content frame per step, as vLLM streams one chunk per engine step
+TTFT_S = 0.030
+MIN_CHUNKS, MAX_CHUNKS = 12, 48
+
+
+def chunks_of(request_id: str) -> int:
+    """Mixed, deterministic lengths: the request index spreads them over MIN..MAX chunks."""
+    index = int(request_id.rsplit("-", 1)[-1]) if request_id.rsplit("-", 1)[-1].isdigit() else 0
+    return MIN_CHUNKS + (index * 7) % (MAX_CHUNKS - MIN_CHUNKS + 1)
+
+
+def serve(ports: list[int]) -> None:
+    """The paced server (run in its own process by ``main``)."""
+    from aiohttp import web
+
+    writes: dict[str, list[float]] = {}
+    peers: set = set()  # client connections that carried requests: keep-alive reuse shows here
+
+    def frame(event: dict) -> bytes:
+        return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        arrival = time.perf_counter()
+        request_id = request.headers.get("X-Request-Id", "unknown")
+        peers.add(request.transport.get_extra_info("peername") if request.transport else None)
+        chunks = chunks_of(request_id)
+        log = writes.setdefault(request_id, [])
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        base = {"id": request_id, "object": "chat.completion.chunk", "model": body.get("model", "")}
+        await response.write(frame({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
+        for index in range(chunks):
+            delay = arrival + TTFT_S + index * STEP_S - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            usage = {"prompt_tokens": 64, "completion_tokens": index + 1, "total_tokens": 65 + index}
+            data = frame({**base, "choices": [{"index": 0, "delta": {"content": f" tok{index}"}}], "usage": usage})
+            log.append(time.perf_counter())
+            await response.write(data)
+        usage = {"prompt_tokens": 64, "completion_tokens": chunks, "total_tokens": 64 + chunks}
+        await response.write(frame({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": usage}))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def dump(request: web.Request) -> web.Response:
+        text = json.dumps({"writes": writes, "connections": len(peers)})
+        writes.clear()
+        peers.clear()
+        return web.Response(text=text, content_type="application/json")
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_get("/health", health)
+        app.router.add_get("/writes", dump)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        for port in ports:
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - loopback
+        return response.read()
+
+
+def start_server(ports: list[int]) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, __file__, "serve", *map(str, ports)])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if all(get(f"http://127.0.0.1:{port}/health") == b"ok" for port in ports):
+                return process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the paced server did not start") from None
+            time.sleep(0.05)
+
+
+def engine_class(spec: str) -> type:
+    """``module:Class``, e.g. an older copy of the engine to compare against on the same server."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+async def drive(endpoints: list[Endpoint], streams: int, waves: int, engine_type: type = NativeEngine) -> list:
+    per_endpoint = max(1, streams // len(endpoints))
+    load = LoadSpec("bench", MAX_CHUNKS, per_endpoint, per_endpoint * waves, 60.0)
+    prepared = PreparedCase(DEFAULT_SUITE.test_cases[0], "count with me", 4)
+    engine = engine_type()
+    results = await asyncio.gather(*(engine.run(e, prepared, load, "lag", lambda record: None) for e in endpoints))
+    return [record for records in results for record in records]
+
+
+def lags(records: list, writes: dict[str, list[float]]) -> tuple[dict[str, list[float]], int]:
+    """Lag in ms of every content chunk, by position (first, middle, last); and the errors."""
+    found: dict[str, list[float]] = {"first": [], "middle": [], "last": []}
+    errors = 0
+    for record in records:
+        if not record.ok:
+            errors += 1
+            continue
+        server = writes[f"lag-{record.variant}-{record.test_case}-{record.request_index}"]
+        if len(server) != len(record.chunk_times_s):
+            errors += 1  # chunks merged or lost: not comparable one to one
+            continue
+        last = len(server) - 1
+        for index, (offset, written) in enumerate(zip(record.chunk_times_s, server, strict=True)):
+            position = "first" if index == 0 else "last" if index == last else "middle"
+            found[position].append((record.sent_monotonic_s + offset - written) * 1000)
+    return found, errors
+
+
+def run_on(loop: str, coroutine):  # type: ignore[no-untyped-def]
+    """``default`` is what ``specbench run`` uses (cli.run_coroutine); ``asyncio`` and ``uvloop`` force one."""
+    if loop == "default":
+        from specbench.cli import run_coroutine
+
+        return run_coroutine(coroutine)
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coroutine)
+    return asyncio.run(coroutine)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def measure(
+    ports: list[int], streams: int, waves: int, engine_type: type = NativeEngine, loop: str = "default"
+) -> tuple[dict[str, tuple[float, float, float]], int, int, float]:
+    """Lag figures by chunk position, errors, connections used, client CPU microseconds per chunk."""
+    endpoints = [Endpoint(name, f"http://127.0.0.1:{port}") for name, port in zip(("base", "spec"), ports, strict=True)]
+    cpu = time.process_time()
+    records = run_on(loop, drive(endpoints, streams, waves, engine_type))
+    cpu = time.process_time() - cpu
+    writes: dict[str, list[float]] = {}
+    connections = 0
+    for port in ports:
+        logged = json.loads(get(f"http://127.0.0.1:{port}/writes"))
+        writes.update(logged["writes"])
+        connections += logged["connections"]
+    found, errors = lags(records, writes)
+    figures = {k: (percentile(v, 0.5), percentile(v, 0.9), max(v)) for k, v in found.items() if v}
+    return figures, errors, connections, cpu / max(1, sum(r.chunks for r in records)) * 1e6
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["serve"]:
+        serve([int(port) for port in sys.argv[2:]])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", type=int, nargs="+", default=[4, 64], help="streams in flight in all, half per endpoint")
+    parser.add_argument("--waves", type=int, default=3, help="requests per slot")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per setting; the table shows each and their median")
+    parser.add_argument(
+        "--engine",
+        nargs="+",
+        default=["specbench.engines.native:NativeEngine"],
+        help="module:Class of each engine; several run in turn, one run each per repeat, so a busy machine weighs on all alike",
+    )
+    parser.add_argument(
+        "--loop", nargs="+", default=["default"], choices=("default", "asyncio", "uvloop"), help="event loop(s) of the client"
+    )
+    args = parser.parse_args()
+    engines = {(spec, loop): engine_class(spec) for spec in args.engine for loop in args.loop}
+    ports = free_ports(2)
+    server = start_server(ports)
+    try:
+        print(f"client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {MIN_CHUNKS}-{MAX_CHUNKS} chunks a request)")
+        print(
+            f"{'streams':>7} {'run':>6} "
+            + " ".join(f"{k + ' p50/p90/max':>24}" for k in ("first", "middle", "last"))
+            + "  errors connections cpu/chunk"
+        )
+        for streams in args.streams:
+            runs: dict[tuple[str, str], list] = {key: [] for key in engines}
+            for _ in range(args.repeats):
+                for (spec, loop), engine_type in engines.items():
+                    runs[spec, loop].append(measure(ports, streams, args.waves, engine_type, loop))
+            for (spec, loop), measured in runs.items():
+                if len(engines) > 1:
+                    print(f"{spec} on the {loop} loop")
+                _print_runs(streams, measured)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _print_runs(streams: int, runs: list) -> None:
+    for number, (figures, errors, connections, cpu) in enumerate(runs, 1):
+        cells = " ".join(_cell(figures.get(k)) for k in ("first", "middle", "last"))
+        print(f"{streams:>7} {number:>6} {cells}  {errors:>6} {connections:>10} {cpu:>7.0f}us")
+    median = {
+        k: tuple(statistics.median(run[0][k][i] for run in runs if k in run[0]) for i in range(3)) for k in ("first", "middle", "last")
+    }
+    cpu = statistics.median(run[3] for run in runs)
+    print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in ("first", "middle", "last")) + f"{cpu:>27.0f}us")
+
+
+def _cell(values: tuple[float, float, float] | None) -> str:
+    return f"{'-':>24}" if values is None else f"{values[0]:>8.2f}{values[1]:>8.2f}{values[2]:>8.2f}"
+
+
+if __name__ == "__main__":
+    main()
