@@ -19,7 +19,7 @@ synth: deps
 	@echo "templates: cdk.out/SpecDecodeData.template.json cdk.out/SpecDecodePlatform.template.json"
 
 test: dev-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The product's output offline, no AWS account: emulated services + moto, benchmark, dashboard, report.
 demo: dev-deps

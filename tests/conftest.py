@@ -13,10 +13,14 @@ as collection ends, so they overlap with each other and with the pure-Python tes
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,20 +63,32 @@ VARIANT_CONTEXT = {
 }
 
 
+# A synthesis runs as a detached shell that leaves its exit code in ``<outdir>.rc`` and its stderr
+# in ``<outdir>.stderr``: any process of the session can then wait for it, which is what lets the
+# two pytest-xdist workers of `make test` share one synthesis of each app (see _shared_root).
+_RUN_AND_MARK = 'echo $$ > "$0.pid"; "$@" > /dev/null 2> "$0.stderr"; echo $? > "$0.rc.tmp" && mv "$0.rc.tmp" "$0.rc"'
+
+
 @dataclass
 class Assembly:
-    """A cloud assembly on disk, loaded lazily."""
+    """A cloud assembly on disk, synthesized in the background and loaded lazily."""
 
     outdir: Path
-    process: subprocess.Popen
     expected_returncode: int = 0
     _done: bool = False
 
-    def wait(self) -> Assembly:
+    def wait(self, timeout_s: float = 300.0) -> Assembly:
         if not self._done:
-            _, stderr = self.process.communicate(timeout=300)
-            if self.process.returncode != self.expected_returncode:
-                raise AssertionError(f"synth into {self.outdir} failed ({self.process.returncode}):\n{stderr[-4000:]}")
+            rc_file = self.outdir.with_name(self.outdir.name + ".rc")
+            deadline = time.monotonic() + timeout_s
+            while not rc_file.exists():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"synth into {self.outdir} did not finish in {timeout_s:.0f} s")
+                time.sleep(0.05)
+            returncode = int(rc_file.read_text())
+            if returncode != self.expected_returncode:
+                stderr = self.outdir.with_name(self.outdir.name + ".stderr").read_text()
+                raise AssertionError(f"synth into {self.outdir} failed ({returncode}):\n{stderr[-4000:]}")
             self._done = True
         return self
 
@@ -91,9 +107,13 @@ def _start(name: str, outdir: Path) -> Assembly:
         # changes no template and is checked on the CLI's and the variant's assemblies. aws-cdk-lib
         # 2.275 core/lib/private/synthesis-validation.js: `process.env.CDK_VALIDATION !== "false"`.
         env = {**OFFLINE_ENV, "CDK_VALIDATION": "false"}
-    process = subprocess.Popen(_command(name, outdir), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    subprocess.Popen(["bash", "-c", _RUN_AND_MARK, str(outdir), *_command(name, outdir)], cwd=ROOT, env=env, start_new_session=True)
+    return _attach(name, outdir)
+
+
+def _attach(name: str, outdir: Path) -> Assembly:
     # The variant, synthesized without acknowledgments, must fail validation (app.py exits 1).
-    return Assembly(outdir, process, expected_returncode=1 if name == "variant" else 0)
+    return Assembly(outdir, expected_returncode=1 if name == "variant" else 0)
 
 
 def _direct(outdir: Path, context: dict[str, str], script: Path = ROOT / "app.py") -> list[str]:
@@ -122,6 +142,13 @@ def _command(name: str, outdir: Path) -> list[str]:
     return _direct(outdir, {})
 
 
+def _fixtures_used(item: pytest.Item) -> set[str]:
+    """The fixtures a test requests, including those named by a parameter and fetched with
+    ``request.getfixturevalue`` (``@pytest.mark.parametrize("fixture", ["platform", ...])``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return set(getattr(item, "fixturenames", ())) | {value for value in params.values() if isinstance(value, str)}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that need no synthesized app run first, while the syntheses build in the background;
     timing comparisons run last, when nothing else competes for the two cores. Stable otherwise."""
@@ -130,48 +157,93 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def phase(item: pytest.Item) -> int:
         if item.get_closest_marker("timing"):
             return 2
-        return 1 if assembly_fixtures & set(getattr(item, "fixturenames", ())) else 0
+        return 1 if assembly_fixtures & _fixtures_used(item) else 0
 
     items.sort(key=phase)
+    for item in items:
+        if item.get_closest_marker("timing"):
+            # Under `pytest -n 2 --dist loadgroup` (make test) the timing tests run one after the
+            # other on one worker, so they never compete with each other.
+            item.add_marker(pytest.mark.xdist_group("timing"))
+
+
+def _shared_root(config: pytest.Config) -> Path:
+    """Where this session's syntheses go: under pytest-xdist, the root all workers share (each
+    worker's own temporary directory is one level below it)."""
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "assemblies"
+
+
+def _ensure_started(config: pytest.Config, names: set[str]) -> None:
+    """Start each named synthesis once per session, whichever worker asks first."""
+    root = _shared_root(config)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in sorted(names - _ASSEMBLIES.keys()):
+            outdir = root / name
+            if outdir.with_name(name + ".started").exists():
+                _ASSEMBLIES[name] = _attach(name, outdir)
+            else:
+                outdir.with_name(name + ".started").touch()
+                _ASSEMBLIES[name] = _start(name, outdir)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the needed syntheses in the background as soon as the test selection is known."""
     if session.config.option.collectonly:
         return
-    used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
-    base = Path(session.config._tmp_path_factory.mktemp("assemblies"))  # type: ignore[attr-defined]
-    for name, fixtures in _NEEDS.items():
-        if used & fixtures:
-            _ASSEMBLIES[name] = _start(name, base / name)
+    used = set().union(*map(_fixtures_used, session.items))
+    _ensure_started(session.config, {name for name, fixtures in _NEEDS.items() if used & fixtures})
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    for assembly in _ASSEMBLIES.values():
-        if assembly.process.poll() is None:
-            assembly.process.kill()
+    """Stop syntheses still running: by the process that ran the tests, or under pytest-xdist by
+    the controller once every worker is done (a worker may finish before the other needs one)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    root = session.config._tmp_path_factory.getbasetemp() / "assemblies"  # type: ignore[attr-defined]
+    for pid_file in root.glob("*.pid"):
+        if not pid_file.with_suffix(".rc").exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
 
 
-def _assembly(name: str, tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+@pytest.fixture(autouse=True)
+def _timing_tests_run_alone(request: pytest.FixtureRequest):
+    """Under pytest-xdist a timing test waits until the other worker's test is done and holds the
+    other worker off while it runs (a timing test takes the lock exclusively, every other test
+    shares it), so wall-clock comparisons never compete with another test for the two cores."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    mode = fcntl.LOCK_EX if request.node.get_closest_marker("timing") else fcntl.LOCK_SH
+    root = _shared_root(request.config)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "timing.lock", "a") as lock:
+        fcntl.flock(lock, mode)
+        yield
+
+
+def _assembly(name: str, config: pytest.Config) -> Assembly:
     if name not in _ASSEMBLIES:  # requested indirectly, so not started at collection
-        outdir = tmp_path_factory.mktemp(name)
-        _ASSEMBLIES[name] = _start(name, outdir)
+        _ensure_started(config, {name})
     return _ASSEMBLIES[name]
 
 
 @pytest.fixture(scope="session")
-def cli_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
-    return _assembly("cli", tmp_path_factory).wait()
+def cli_assembly(pytestconfig: pytest.Config) -> Assembly:
+    return _assembly("cli", pytestconfig).wait()
 
 
 @pytest.fixture(scope="session")
-def direct_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
-    return _assembly("direct", tmp_path_factory).wait()
+def direct_assembly(pytestconfig: pytest.Config) -> Assembly:
+    return _assembly("direct", pytestconfig).wait()
 
 
 @pytest.fixture(scope="session")
-def variant_assembly(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
-    return _assembly("variant", tmp_path_factory).wait()
+def variant_assembly(pytestconfig: pytest.Config) -> Assembly:
+    return _assembly("variant", pytestconfig).wait()
 
 
 @pytest.fixture(scope="session")
