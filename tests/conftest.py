@@ -149,7 +149,7 @@ def _fixtures_used(item: pytest.Item) -> set[str]:
     return set(getattr(item, "fixturenames", ())) | {value for value in params.values() if isinstance(value, str)}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that need no synthesized app run first, while the syntheses build in the background;
     timing comparisons run last, when nothing else competes for the two cores. Stable otherwise."""
     assembly_fixtures = set().union(*_NEEDS.values())
@@ -160,7 +160,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 if assembly_fixtures & _fixtures_used(item) else 0
 
     items.sort(key=phase)
-    for item in items:
+    for item in items if config.pluginmanager.hasplugin("xdist") else ():
         if item.get_closest_marker("timing"):
             # Under `pytest -n 2 --dist loadgroup` (make test) the timing tests run one after the
             # other on one worker, so they never compete with each other.
