@@ -6,6 +6,11 @@ mutmut there against the module's own fast tests, and print its score: killed (a
 mutants over all mutants less the equivalent ones allow-listed in scripts/mutation.toml. Surviving
 mutants not on the list are printed as diffs. Exit 1 when a module is below its minimum.
 
+mutmut 2 rather than 3: 3.x mutates only inside functions (not the rules' module-level patterns
+and limits), takes one configuration for the whole project from pyproject.toml and forks as many
+workers as there are cores; 2.x takes the module and the test command on its command line, one
+mutant at a time.
+
 Runs at the lowest CPU priority (nice 19), one mutant at a time, with hypothesis derandomized (its
 "ci" profile, as in CI), so a kill is reproducible.
 
@@ -15,6 +20,7 @@ Runs at the lowest CPU priority (nice 19), one mutant at a time, with hypothesis
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shlex
@@ -39,6 +45,7 @@ class Score:
     minimum: float
     killed: int = 0
     equivalent: int = 0
+    annotations: int = 0  # mutants of annotations only, set aside
     survivors: list[str] = field(default_factory=list)  # diffs of surviving mutants not allow-listed
     seconds: float = 0.0
 
@@ -56,6 +63,31 @@ def changed_lines(diff: str) -> tuple[str, str]:
     removed = [line[1:].strip() for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     return "\n".join(removed), "\n".join(added)
+
+
+def _without_annotations(tree: ast.AST) -> str:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = ast.Constant(None)
+    return ast.dump(tree)
+
+
+def annotation_only(source: str, diff: str, line_number: int) -> bool:
+    """Whether a mutant changes nothing but annotations (``float | None`` to ``float & None``): with
+    ``from __future__ import annotations`` they are never evaluated, so no test can see them."""
+    lines = source.splitlines()
+    removed = [line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    if "from __future__ import annotations" not in source or len(removed) != 1 or len(added) != 1:
+        return False
+    if not 0 < line_number <= len(lines) or lines[line_number - 1] != removed[0]:
+        return False
+    mutated = "\n".join([*lines[: line_number - 1], added[0], *lines[line_number:]])
+    return _without_annotations(ast.parse(source)) == _without_annotations(ast.parse(mutated))
 
 
 def equivalents(table: dict, module: str) -> set[tuple[str, str]]:
@@ -102,10 +134,13 @@ def run_module(module: str, target: dict, table: dict, keep: bool) -> Score:
             text=True,
         ).stdout
         allowed = equivalents(table, module)
+        source = (work / module).read_text()
         for case in ElementTree.fromstring(report).iter("testcase"):
             survived = case.find("failure")
             if survived is None:  # killed, timed out (an error element) or suspicious (slow but killed)
                 score.killed += 1
+            elif annotation_only(source, survived.text or "", int(case.get("line", "0"))):
+                score.annotations += 1
             elif changed_lines(survived.text or "") in allowed:
                 score.equivalent += 1
             else:
@@ -148,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         for diff in score.survivors:
             print(diff)
         print(_line(score), flush=True)
-    print("\nmodule                        score  killed  survived  equivalent  minimum  time")
+    print("\nmodule                        score  killed  survived  equivalent  annotations  minimum  time")
     for score in scores:
         print(_line(score))
     return 0 if all(score.percent >= score.minimum for score in scores) else 1
@@ -157,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 def _line(score: Score) -> str:
     return (
         f"{score.module:<28} {score.percent:5.1f}%  {score.killed:6d}  {len(score.survivors):8d}  {score.equivalent:10d}"
-        f"  {score.minimum:6.0f}%  {score.seconds:4.0f} s"
+        f"  {score.annotations:11d}  {score.minimum:6.0f}%  {score.seconds:4.0f} s"
     )
 
 

@@ -4,6 +4,7 @@ kills mutants that tests/test_stats.py's worked examples and properties let live
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -175,3 +176,11 @@ def test_seed_for_is_the_crc32_of_the_parts_joined_by_unit_separators() -> None:
     assert stats.seed_for("qa", "spec", "TTFT") == 3055193083
     assert stats.seed_for("qa", "spec", "TTFT") == zlib.crc32(b"qa\x1fspec\x1fTTFT")
     assert stats.seed_for() == 0
+
+
+def test_results_are_frozen() -> None:
+    """A summary or an interval is a measured value: nothing downstream may change it in place."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.distribution([1.0]).count = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.Interval(1.0).low = 0.5  # type: ignore[misc]
