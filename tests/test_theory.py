@@ -4,6 +4,8 @@ results, where tests/test_stats.py's worked examples and properties let a mutant
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from specbench import theory
@@ -82,3 +84,16 @@ def test_estimate_acceptance_whole_results() -> None:
     )
     assert theory.estimate_acceptance({"per_position": [0.5]}, 3).to_dict() == {"a": 0.5, "source": "position-0"}
     assert theory.estimate_acceptance({"acceptance_rate": None}, 3).to_dict() == {"a": None, "source": "missing"}
+
+
+def test_bisection_runs_60_halvings_of_zero_to_one() -> None:
+    """No acceptance (E = 1) comes back as the midpoint of the last interval [0, 2^-60]: the
+    precision the comment promises, neither a halving more nor one spent on a wider start."""
+    for k in (1, 4, 15):
+        assert theory.acceptance_from_tokens_per_step(1.0, k) == 2.0**-61
+        assert theory.acceptance_from_tokens_per_step(0.5, k) == 2.0**-61
+
+
+def test_estimate_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        theory.AcceptanceEstimate(0.5, "position-0").a = 0.6  # type: ignore[misc]
