@@ -15,6 +15,8 @@ Runs at the lowest CPU priority (nice 19), one mutant at a time, with hypothesis
 "ci" profile, as in CI), so a kill is reproducible.
 
     python scripts/mutation.py [--keep] [module ...]
+    python scripts/mutation.py --reuse /tmp/mutation-XXXX module   # after adding tests: the kept
+        copy's cache keeps the killed mutants killed and tests the others again
 """
 
 from __future__ import annotations
@@ -107,10 +109,11 @@ def copy_tree(destination: Path) -> None:
             shutil.copy2(source, target)
 
 
-def run_module(module: str, target: dict, table: dict, keep: bool) -> Score:
+def run_module(module: str, target: dict, table: dict, keep: bool, reuse: Path | None = None) -> Score:
     score = Score(module, float(target["minimum"]))
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="mutation-"))
+    work = reuse or Path(tempfile.mkdtemp(prefix="mutation-"))
+    keep = keep or reuse is not None
     try:
         copy_tree(work)
         runner = shlex.join(["sh", "-c", " && ".join(shlex.join(pytest_command(work, stage)) for stage in target["tests"])])
@@ -169,16 +172,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="modules of scripts/mutation.toml to run (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep each work copy (to inspect with `mutmut show`)")
+    parser.add_argument("--reuse", type=Path, help="a work copy kept by --keep, of the one module named: test again only its survivors")
     args = parser.parse_args(argv)
     table = tomllib.loads(TABLE.read_text())
     targets = table["targets"]
     unknown = [module for module in args.modules if module not in targets]
     if unknown:
         parser.error(f"not in scripts/mutation.toml: {', '.join(unknown)}; allowed: {', '.join(targets)}")
+    if args.reuse and len(args.modules) != 1:
+        parser.error("--reuse takes the one module its work copy was made for")
     os.nice(19)  # the machine's other work (timing measurements) comes first
     scores = []
     for module in args.modules or list(targets):
-        score = run_module(module, targets[module], table, args.keep)
+        score = run_module(module, targets[module], table, args.keep, args.reuse)
         scores.append(score)
         for diff in score.survivors:
             print(diff)
