@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from config import ConfigError, load_config
+from config import ConfigError, load_config, subnets
+from config.errors import Problem, one_line_each
 
 
 def lines(context: dict[str, object]) -> list[str]:
@@ -563,3 +564,48 @@ MESSAGES: list[tuple[dict[str, object], str]] = [
 @pytest.mark.parametrize(("context", "line"), MESSAGES, ids=[next(iter(c)) for c, _ in MESSAGES])
 def test_each_bad_setting_line_in_full(context: dict[str, object], line: str) -> None:
     assert lines(context) == [line]
+
+
+# --- the subnet layout and the problem lines themselves ------------------------------------------
+
+
+def test_subnet_layout_pinned() -> None:
+    assert subnets.subnet_masks("10.40.0.0/16") == (18, 22)
+    assert subnets.subnet_masks("10.40.0.0/20") == (22, 26)
+    # Three /18 private subnets fill the /16 to its last address: the fit is tested at the limit.
+    assert subnets.allocate("10.40.0.0/16", 3) == [
+        "10.40.0.0/22",
+        "10.40.4.0/22",
+        "10.40.8.0/22",
+        "10.40.64.0/18",
+        "10.40.128.0/18",
+        "10.40.192.0/18",
+    ]
+    assert subnets.allocate("10.40.0.0/16", 4) is None
+    assert subnets.allocate("10.40.0.0/20", 2) == ["10.40.0.0/26", "10.40.0.64/26", "10.40.4.0/22", "10.40.8.0/22"]
+    assert subnets.allocate("10.40.0.0/18", 1) == ["10.40.0.0/24", "10.40.16.0/20"]
+    assert [subnets.max_azs(f"10.40.0.0/{prefix}") for prefix in (16, 17, 18, 19, 20)] == [3, 3, 3, 3, 3]
+
+
+def test_problem_lines() -> None:
+    assert str(Problem("a.b", 3, "is out of range", "1 to 2")) == "a.b=3: is out of range; allowed: 1 to 2"
+    assert str(Problem("a.b", "x", "is wrong")) == "a.b='x': is wrong"
+    assert str(Problem("a.azs", ("us-east-2a", "us-east-2b"), "lists an AZ twice", "distinct AZs")) == (
+        "a.azs='us-east-2a,us-east-2b': lists an AZ twice; allowed: distinct AZs"
+    )
+    assert Problem("k", 1, "p") == Problem("k", 1, "p", "", ())
+    error = ConfigError([Problem("a", 1, "p", "q"), Problem("b", "x", "r")])
+    assert str(error) == "config error: a=1: p; allowed: q\nconfig error: b='x': r"
+    assert error.keys() == ["a", "b"]
+    assert error.problems == [Problem("a", 1, "p", "q"), Problem("b", "x", "r")]
+
+
+def test_one_line_each_drops_derived_and_repeated_problems() -> None:
+    first, again = Problem("a", 1, "first"), Problem("a", 1, "again")
+    derived = Problem("c", 5, "needs a", depends_on=("a",))
+    independent = Problem("d", 7, "needs b", depends_on=("b",))
+    own = Problem("e", 2, "needs e", depends_on=("e",))
+    assert one_line_each([first, again, derived, independent, own]) == [first, independent, own]
+    assert one_line_each([first, independent], reported=["a"]) == [independent]
+    assert one_line_each([independent], reported=["b"]) == []
+    assert one_line_each([Problem("a", 1, "x"), Problem("a", 2, "y")]) == [Problem("a", 1, "x"), Problem("a", 2, "y")]
