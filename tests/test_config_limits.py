@@ -609,3 +609,174 @@ def test_one_line_each_drops_derived_and_repeated_problems() -> None:
     assert one_line_each([first, independent], reported=["a"]) == [independent]
     assert one_line_each([independent], reported=["b"]) == []
     assert one_line_each([Problem("a", 1, "x"), Problem("a", 2, "y")]) == [Problem("a", 1, "x"), Problem("a", 2, "y")]
+
+
+# Found by `make mutation`: hints with numbers, a second bad value after the first, derived lines
+# dropped when their input is bad, addon versions at the lowest accepted and one below.
+MORE_CASES: list[tuple[dict[str, object], list[str]]] = [
+    (
+        {"env.availability_zones": "us-east-2a,us-east-2b,us-east-2a"},
+        ["env.availability_zones='us-east-2a,us-east-2b,us-east-2a': lists an AZ twice; allowed: distinct AZs"],
+    ),
+    (
+        {"neuron_nodes.capacity_reservation_id": "cr-0123456789abcdef0"},
+        [
+            "neuron_nodes.capacity_reservation_id='cr-0123456789abcdef0': is set but capacity_mode is on-demand; allowed: empty, or set capacity_mode to capacity-block or reservation"
+        ],
+    ),
+    (
+        {
+            "neuron_nodes.capacity_mode": "capacity-block",
+            "neuron_nodes.capacity_reservation_id": "cr-01234567",
+            "neuron_nodes.availability_zone": "us-east-2c",
+        },
+        [],
+    ),
+    (
+        {
+            "neuron_nodes.capacity_mode": "capacity-block",
+            "neuron_nodes.capacity_reservation_id": "cr-0123",
+            "neuron_nodes.availability_zone": "us-east-2c",
+        },
+        ["neuron_nodes.capacity_reservation_id='cr-0123': is not a capacity reservation id; allowed: cr-<17 hex digits>"],
+    ),
+    (
+        {"serving.draft_model": "notanid"},
+        ["serving.draft_model='notanid': is not a Hugging Face model id; allowed: <org>/<name>, e.g. Qwen/Qwen3-1.7B"],
+    ),
+    (
+        {"serving.draft_model": "Qwen/Qwen3-32B"},
+        ["serving.draft_model='Qwen/Qwen3-32B': is not smaller than the target (32B >= 32B); allowed: a Qwen3 model under 32B"],
+    ),
+    (
+        {"serving.tensor_parallel_size": 128},
+        [
+            "serving.tensor_parallel_size=128: exceeds the 64 logical NeuronCores of one trn2.48xlarge; allowed: a multiple of 4 up to 64 on trn2.48xlarge at LNC=2"
+        ],
+    ),
+    ({"serving.speculation_method": "foo"}, ["serving.speculation_method='foo': is not a speculation method; allowed: eagle, eagle3"]),
+    ({"serving.max_model_len": 1024, "benchmark.input_tokens": 512, "benchmark.output_tokens": 512}, []),
+    (
+        {"serving.max_model_len": 1023, "benchmark.input_tokens": 512, "benchmark.output_tokens": 512},
+        ["serving.max_model_len=1023: is shorter than benchmark input + output tokens (512 + 512); allowed: >= 1024"],
+    ),
+    (
+        {"serving.hf_token_secret_arn": "arn:aws:secretsmanager:us-east-2:123456789012:secret:hf"},
+        [
+            "serving.hf_token_secret_arn='arn:aws:secretsmanager:us-east-2:123456789012:secret:hf': is not the full ARN of a Secrets Manager secret; allowed: arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>"
+        ],
+    ),
+    ({"serving.cpu_per_service": 0}, ["serving.cpu_per_service=0: is out of range; allowed: 1 to 1024"]),
+    ({"serving.cpu_per_service": 1025}, ["serving.cpu_per_service=1025: is out of range; allowed: 1 to 1024"]),
+    (
+        {"serving.shm_gib": 1, "serving.memory_gib_per_service": 1},
+        ["serving.memory_gib_per_service=1: is out of range; allowed: 16 to 16384"],
+    ),
+    (
+        {"serving.speculative_service": "qwen-vllm"},
+        ["serving.speculative_service='qwen-vllm': names a service twice; allowed: a distinct name per service"],
+    ),
+    (
+        {"serving.cpu_per_service": 183},
+        [
+            "neuron_nodes.max_size=1: fits 1 service(s) (1 per node: 8 devices, 183 vCPU, 900 GiB each), but 2 are configured; allowed: >= 2 (or smaller services, or fewer variants)"
+        ],
+    ),
+    (
+        {"serving.cpu_per_service": 184},
+        ["serving.cpu_per_service=184: does not fit one trn2.48xlarge next to its daemons and the model-cache Job; allowed: <= 183"],
+    ),
+    (
+        {"serving.memory_gib_per_service": 2008},
+        [
+            "serving.memory_gib_per_service=2008: does not fit one trn2.48xlarge next to its daemons and the model-cache Job; allowed: <= 2007"
+        ],
+    ),
+    (
+        {"neuron_nodes.max_size": 1, "serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4"},
+        [
+            "neuron_nodes.max_size=1: fits 2 service(s) (2 per node: 8 devices, 90 vCPU, 900 GiB each), but 3 are configured; allowed: >= 2 (or smaller services, or fewer variants)"
+        ],
+    ),
+    ({"neuron_nodes.max_size": 2, "serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4"}, []),
+    (
+        {"cluster.admin_principal_arns": "arn:aws:iam::123:role/x"},
+        [
+            "cluster.admin_principal_arns='arn:aws:iam::123:role/x': is not an IAM role or user ARN; "
+            "allowed: arn:aws:iam::<12 digits>:role/<name> or :user/<name>"
+        ],
+    ),
+    (
+        {"benchmark.metrics_namespace": "AWS/x"},
+        [
+            "benchmark.metrics_namespace='AWS/x': is not a CloudWatch custom namespace; allowed: 1-255 of A-Z a-z 0-9 . - _ / # : space, not starting with AWS/"
+        ],
+    ),
+    (
+        {"addons.cloudwatch_observability_version": "v3.0.9-eksbuild.1"},
+        [
+            "addons.cloudwatch_observability_version='v3.0.9-eksbuild.1': is too old (Pod Identity needs v3.1+); allowed: v3.1.0-eksbuild.1 or later"
+        ],
+    ),
+    ({"addons.cloudwatch_observability_version": "v3.1.0-eksbuild.1"}, []),
+    (
+        {"addons.mountpoint_s3_csi_version": "v1.9.0-eksbuild.1"},
+        [
+            "addons.mountpoint_s3_csi_version='v1.9.0-eksbuild.1': is too old (only v2 accepts Pod Identity); allowed: v2.0.0-eksbuild.1 or later"
+        ],
+    ),
+    ({"addons.mountpoint_s3_csi_version": "v2.0.0-eksbuild.1"}, []),
+    (
+        {"addons.vpc_cni_version": "v1.13.9-eksbuild.1"},
+        ["addons.vpc_cni_version='v1.13.9-eksbuild.1': is too old (network policies need v1.14+); allowed: v1.14.0-eksbuild.1 or later"],
+    ),
+    ({"addons.vpc_cni_version": "v1.14.0-eksbuild.1"}, []),
+    ({"addons.neuron_scheduler_image": "registry.example.com:5000/kube-scheduler:v1.34.2"}, []),
+    (
+        {"serving.image": "registry.example.com:5000/vllm:latest"},
+        [
+            "serving.image='registry.example.com:5000/vllm:latest': has a tag that moves (no version in it); allowed: a version tag or digest, registry/repository:tag or registry/repository@sha256:<digest>"
+        ],
+    ),
+    (
+        {"cluster.public_access_cidrs": "::/0,10.0.0.0/8"},
+        [
+            "cluster.public_access_cidrs='::/0': is not an IPv4 CIDR (an IPv4 cluster takes no IPv6 ones); allowed: e.g. 198.51.100.0/24",
+            "cluster.public_access_cidrs='10.0.0.0/8': is a private range (RFC 1918): it never reaches the public endpoint (in-VPC clients use the private one); allowed: public IPv4 CIDRs",
+        ],
+    ),
+    (
+        {"cluster.public_access_cidrs": "0.0.0.0/0,10.0.0.0/8"},
+        [
+            "cluster.public_access_cidrs='10.0.0.0/8': is a private range (RFC 1918): it never reaches the public endpoint (in-VPC clients use the private one); allowed: public IPv4 CIDRs"
+        ],
+    ),
+    (
+        {"cluster.require_restricted_endpoint": "true", "cluster.public_access_cidrs": "0.0.0.0/0,10.0.0.0/8"},
+        [
+            "cluster.public_access_cidrs='0.0.0.0/0': opens the API endpoint to the whole internet, refused by cluster.require_restricted_endpoint=true; allowed: your own CIDRs (e.g. 198.51.100.7/32), or cluster.endpoint_access=private",
+            "cluster.public_access_cidrs='10.0.0.0/8': is a private range (RFC 1918): it never reaches the public endpoint (in-VPC clients use the private one); allowed: public IPv4 CIDRs",
+        ],
+    ),
+    (
+        {"serving.extra_speculative_variants": "bad,qwen-sd-k4:Qwen/Qwen3-1.7B:16"},
+        [
+            "serving.extra_speculative_variants='bad': is not NAME:DRAFT_MODEL:K; allowed: NAME:DRAFT_MODEL:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5",
+            "serving.extra_speculative_variants=16: is out of range; allowed: 1 to 15",
+        ],
+    ),
+    (
+        {"env.availability_zones": "us-east-2a,us-east-2a", "network.nat_gateways": 2},
+        ["env.availability_zones='us-east-2a,us-east-2a': EKS needs subnets in at least two AZs; allowed: 2 or more distinct AZs"],
+    ),
+    ({"system_nodes.min_size": -1, "system_nodes.desired_size": 5}, ["system_nodes.min_size=-1: is negative; allowed: 0 to max_size=3"]),
+    (
+        {"neuron_nodes.root_volume_iops": 2000, "neuron_nodes.root_volume_throughput_mibps": 600},
+        ["neuron_nodes.root_volume_iops=2000: is out of range; allowed: 3000 to 16000"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("context", "expected"), MORE_CASES)
+def test_more_exact_lines(context: dict[str, object], expected: list[str]) -> None:
+    assert lines(context) == expected
