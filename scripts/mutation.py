@@ -39,6 +39,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "scripts" / "mutation.toml"
+STAGE_TIMEOUT_S = 300  # one pytest run of a stage; the slowest takes about 10 s on a busy machine
 
 
 @dataclass
@@ -168,7 +169,10 @@ def pytest_command(work: Path, stage: list[str]) -> list[str]:
     files = [work / argument.split("::")[0] for argument in stage if argument.startswith("tests/")]
     uses_hypothesis = any(re.search(r"^(from|import) hypothesis\b", path.read_text(), re.MULTILINE) for path in files)
     plugin = ["--hypothesis-profile=ci"] if uses_hypothesis else ["-p", "no:hypothesispytest"]
-    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *plugin, *stage]
+    # mutmut's own timeout (10x the unmutated run) kills the shell, not this pytest: a mutant that
+    # loops forever (max_azs never stopping) would keep a core busy, so each run has its own limit.
+    limit = ["timeout", "--kill-after=5", str(STAGE_TIMEOUT_S)]
+    return [*limit, sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *plugin, *stage]
 
 
 def main(argv: list[str] | None = None) -> int:
