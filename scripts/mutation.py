@@ -39,7 +39,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "scripts" / "mutation.toml"
-STAGE_TIMEOUT_S = 300  # one pytest run of a stage; the slowest takes about 10 s on a busy machine
+STAGE_TIMEOUT_S = 60  # one pytest run of a stage; the slowest takes about 10 s on a busy machine
 
 
 @dataclass
