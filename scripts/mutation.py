@@ -48,7 +48,7 @@ class Score:
     minimum: float
     killed: int = 0
     equivalent: int = 0
-    annotations: int = 0  # mutants of annotations only, set aside
+    annotations: int = 0  # mutants of annotations only, or not Python at all: set aside
     survivors: list[str] = field(default_factory=list)  # diffs of surviving mutants not allow-listed
     seconds: float = 0.0
 
@@ -92,8 +92,8 @@ def annotation_only(source: str, diff: str, line_number: int) -> bool:
     mutated = "\n".join([*lines[: line_number - 1], added[0], *lines[line_number:]])
     try:
         return _without_annotations(ast.parse(source)) == _without_annotations(ast.parse(mutated))
-    except SyntaxError:  # a mutant that is not Python (``{**a}`` to ``{*a}``) is no test's business
-        return False
+    except SyntaxError:  # not Python (``{**a}`` to ``{*a}``): mutmut cannot apply it, the tests ran the original
+        return True
 
 
 def equivalents(table: dict, module: str) -> set[tuple[str, str]]:
