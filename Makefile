@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation dist clean
+.PHONY: synth test demo deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -69,6 +69,16 @@ bench-chunk-lag: dev-deps
 
 bench-aggregation: dev-deps
 	$(BIN)/python scripts/bench_aggregation.py
+
+# Mutation score of the measurement math and the configuration rules, each module against its own
+# fast tests (scripts/mutation.toml: targets, minimum scores, equivalent mutants). Not in `make test`
+# or CI: minutes, at nice 19. One module: make mutation MODULES=specbench/stats.py
+mutation: $(VENV)/.mutation
+	$(BIN)/python scripts/mutation.py $(MODULES)
+
+$(VENV)/.mutation: requirements-mutation.txt $(VENV)/.dev
+	$(BIN)/pip install --disable-pip-version-check --quiet -r requirements-mutation.txt
+	touch $@
 
 clean:
 	rm -rf cdk.out .pytest_cache demo-output
