@@ -727,10 +727,13 @@ MORE_CASES: list[tuple[dict[str, object], list[str]]] = [
     ),
     ({"addons.mountpoint_s3_csi_version": "v2.0.0-eksbuild.1"}, []),
     (
-        {"addons.vpc_cni_version": "v1.13.9-eksbuild.1"},
-        ["addons.vpc_cni_version='v1.13.9-eksbuild.1': is too old (network policies need v1.14+); allowed: v1.14.0-eksbuild.1 or later"],
+        {"addons.vpc_cni_version": "v1.15.0-eksbuild.9"},
+        [
+            "addons.vpc_cni_version='v1.15.0-eksbuild.9': is too old (the egress policy's ipBlock.except needs v1.15.1+); "
+            "allowed: v1.15.1-eksbuild.1 or later"
+        ],
     ),
-    ({"addons.vpc_cni_version": "v1.14.0-eksbuild.1"}, []),
+    ({"addons.vpc_cni_version": "v1.15.1-eksbuild.1"}, []),
     ({"addons.neuron_scheduler_image": "registry.example.com:5000/kube-scheduler:v1.34.2"}, []),
     (
         {"serving.image": "registry.example.com:5000/vllm:latest"},
