@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .engines import APIS, ENGINES, Endpoint, LoadSpec
+from .jsonfile import JsonFileError, read_json_file
 from .store import StoreError
 from .suite import SuiteError, load_suite
 
@@ -149,17 +149,9 @@ def read_settings(path: str) -> dict:
     if not path:
         return {}
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"--settings {path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"--settings {path}: is a directory; expected a JSON file") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"--settings {path}: not UTF-8 text; expected a JSON file") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--settings {path}: not valid JSON ({error})") from None
-    except OSError as error:
-        raise ValueError(f"--settings {path}: cannot be read ({error.strerror or error})") from None
+        data = read_json_file(path)
+    except JsonFileError as error:
+        raise ValueError(f"--settings {path}: {error}") from None
     if not isinstance(data, dict):
         raise ValueError(f"--settings {path}: expected a JSON object (the deployment's settings.json), got {type(data).__name__}")
     return data

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import JsonFileError, read_json_file
+
 STRUCTURED = "structured"
 OPEN_ENDED = "open-ended"
 PROMPT_CLASSES = (STRUCTURED, OPEN_ENDED)
@@ -106,19 +108,10 @@ def load_suite(path: str | Path | None) -> Suite:
     """The default suite for None or "", else the validated suite in a JSON file."""
     if not path:
         return DEFAULT_SUITE
-    path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SuiteError(f"suite file {path} does not exist") from None
-    except IsADirectoryError:
-        raise SuiteError(f"suite file {path} is a directory; expected a JSON file") from None
-    except UnicodeDecodeError:
-        raise SuiteError(f"suite file {path} is not UTF-8 text; expected a JSON file") from None
-    except json.JSONDecodeError as error:
-        raise SuiteError(f"suite file {path}: not valid JSON ({error})") from None
-    except OSError as error:  # unreadable: permissions, a device, ...
-        raise SuiteError(f"suite file {path} cannot be read: {error.strerror or error}") from None
+        data = read_json_file(path)
+    except JsonFileError as error:
+        raise SuiteError(f"suite file {path} {error}") from None
     return parse_suite(data, str(path))
 
 

@@ -377,7 +377,7 @@ def test_a_failed_publish_keeps_the_batches_and_publish_sends_only_those(servers
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--settings", "/nonexistent/settings.json"], "specbench: --settings /nonexistent/settings.json: no such file\n"),
+        (["--settings", "/nonexistent/settings.json"], "specbench: --settings /nonexistent/settings.json: does not exist\n"),
         (["--settings", "/"], "specbench: --settings /: is a directory; expected a JSON file\n"),
         (["--results", "ftp://somewhere/"], "allowed are a directory path or s3://BUCKET/PREFIX/"),
         (["--test-case", "nope"], "test case nope not in suite 'reference'"),
@@ -392,7 +392,7 @@ def test_bad_arguments_are_one_line_errors(extra, message, capsys):
 
 
 def test_settings_that_are_not_a_json_object_name_the_flag_and_the_file(tmp_path, capsys):
-    for text, message in (("{bad", "not valid JSON (Expecting property name"), ("[1]", "expected a JSON object")):
+    for text, message in (("{bad", "is not valid JSON (Expecting property name"), ("[1]", "expected a JSON object")):
         path = tmp_path / "settings.json"
         path.write_text(text)
         assert cli.main(["run", "--no-publish", "--settings", str(path)]) == cli.EXIT_USAGE
