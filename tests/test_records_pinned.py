@@ -1,0 +1,138 @@
+"""The record and its math pinned to whole values (issue 17: the mutants test_native_stream and
+test_llmperf_format leave alive). Exact binary fractions, so equality is exact."""
+
+import json
+
+import pytest
+
+from specbench import records
+from specbench.records import RequestRecord, read_jsonl, stream_metrics, time_per_output_token
+
+IDENTITY = {
+    "run_id": "r1",
+    "variant": "qwen-sd-vllm",
+    "test_case": "short",
+    "prompt_class": "structured",
+    "engine": "native",
+    "request_index": 3,
+    "started_at": 1764400000.5,
+}
+
+
+def test_persisted_labels_and_codes_are_pinned():
+    # Stored in every record and read back by other runs and dashboards: a change breaks old results.
+    assert (records.COUNT_FROM_USAGE, records.COUNT_FROM_TOKENIZER, records.COUNT_FROM_LLAMA2) == ("usage", "tokenizer", "llama2-tokenizer")
+    assert (records.CLIENT_ERROR, records.INTERRUPTED) == (-1, -2)
+
+
+def test_figure_definitions_name_every_figure_of_the_record():
+    figures = {f for f in IDENTITY} | {"error_code", "error_msg", "input_tokens", "token_count_source", "output_sha256"}
+    figures |= {"sent_monotonic_s", "chunk_tokens"}
+    record_fields = set(json.loads(RequestRecord(**IDENTITY).to_json()))
+    assert set(records.FIGURE_DEFINITIONS) == record_fields - figures
+
+
+def test_a_failed_requests_whole_record():
+    failed = RequestRecord(**IDENTITY, error_code=500, error_msg="boom")
+    assert not failed.ok
+    assert json.loads(failed.to_json()) == {
+        **IDENTITY,
+        "error_code": 500,
+        "error_msg": "boom",
+        "ttft_s": None,
+        "end_to_end_latency_s": None,
+        "inter_token_latency_s": None,
+        "time_per_output_token_s": None,
+        "tokens_per_chunk": None,
+        "output_throughput_tps": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "chunks": 0,
+        "token_count_source": "",
+        "output_sha256": "",
+        "sent_monotonic_s": None,
+        "chunk_times_s": [],
+        "chunk_tokens": [],
+        "llmperf_ttft_s": None,
+        "llmperf_end_to_end_latency_s": None,
+        "llmperf_chunks": None,
+        "llmperf_output_tokens": None,
+        "llmperf_inter_token_latency_s": None,
+        "llmperf_output_throughput_tps": None,
+    }
+
+
+def test_ok_is_no_error_code_at_all():
+    assert RequestRecord(**IDENTITY).ok
+    assert not RequestRecord(**IDENTITY, error_code=0).ok
+    assert not RequestRecord(**IDENTITY, error_code=records.CLIENT_ERROR).ok
+
+
+def test_to_json_is_compact_and_round_trips_the_whole_record():
+    record = RequestRecord(**IDENTITY, ttft_s=0.25, chunk_times_s=[0.25, 0.5], chunk_tokens=[1, 2], output_tokens=3)
+    text = record.to_json()
+    assert text.startswith('{"run_id":"r1","variant":"qwen-sd-vllm",') and ", " not in text and '": ' not in text
+    assert RequestRecord.from_dict(json.loads(text)) == record
+
+
+def test_from_dict_drops_unknown_keys_and_keeps_the_known():
+    data = {**IDENTITY, "ttft_s": 0.5, "added_later": 1}
+    assert RequestRecord.from_dict(data) == RequestRecord(**IDENTITY, ttft_s=0.5)
+
+
+def test_read_jsonl_skips_blank_lines_and_reads_the_rest_whole():
+    first = RequestRecord(**IDENTITY, ttft_s=0.25)
+    second = RequestRecord(**{**IDENTITY, "request_index": 4}, error_code=records.INTERRUPTED, error_msg="stopped")
+    assert read_jsonl(["", first.to_json(), "  \n", second.to_json() + "\n"]) == [first, second]
+    assert read_jsonl([]) == [] and read_jsonl(["\n"]) == []
+
+
+def test_stream_metrics_whole_result():
+    assert stream_metrics([0.25, 0.5, 1.0, 1.5], [1, 2, 2, 3], 2.0, 11) == {
+        "ttft_s": 0.25,
+        "end_to_end_latency_s": 2.0,
+        "inter_token_latency_s": 0.375,  # 1.5 / 4 chunks
+        "time_per_output_token_s": 0.25,  # (2.0 - 0.25) / (8 - 1)
+        "tokens_per_chunk": 2.0,
+        "output_throughput_tps": 4.0,
+        "input_tokens": 11,
+        "output_tokens": 8,
+        "chunks": 4,
+    }
+
+
+def test_stream_metrics_one_chunk_and_zero_end_to_end_latency():
+    assert stream_metrics([0.0], [1], 0.0, None) == {
+        "ttft_s": 0.0,
+        "end_to_end_latency_s": 0.0,
+        "inter_token_latency_s": 0.0,
+        "time_per_output_token_s": None,
+        "tokens_per_chunk": 1.0,
+        "output_throughput_tps": None,  # no time elapsed: no rate, not a division by zero
+        "input_tokens": None,
+        "output_tokens": 1,
+        "chunks": 1,
+    }
+    assert stream_metrics([0.5], [3], 0.5, 7)["output_throughput_tps"] == 6.0
+
+
+@pytest.mark.parametrize(
+    ("times", "tokens", "message"),
+    [
+        ([], [], "empty completion: no content chunk arrived"),
+        ([0.5], [], "chunk_times_s and chunk_tokens differ in length"),
+        ([0.5], [1, 2], "chunk_times_s and chunk_tokens differ in length"),
+    ],
+)
+def test_stream_metrics_refuses_what_is_not_a_stream(times, tokens, message):
+    with pytest.raises(ValueError) as raised:
+        stream_metrics(times, tokens, 1.0, None)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [(0, None), (1, None), (2, 1.5), (3, 0.75), (4, 0.5)],
+)
+def test_time_per_output_token_from_exactly_two_tokens(tokens, expected):
+    assert time_per_output_token(0.5, 2.0, tokens) == expected
