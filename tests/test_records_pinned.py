@@ -136,3 +136,25 @@ def test_stream_metrics_refuses_what_is_not_a_stream(times, tokens, message):
 )
 def test_time_per_output_token_from_exactly_two_tokens(tokens, expected):
     assert time_per_output_token(0.5, 2.0, tokens) == expected
+
+
+def test_figure_definitions_stored_in_run_json_are_pinned():
+    # run.json stores these words as what each figure means: changing one changes what every later run
+    # claims, so it is a deliberate edit here too, never a slip.
+    assert records.FIGURE_DEFINITIONS == {
+        "ttft_s": "request written to first content chunk",
+        "end_to_end_latency_s": "request written to the end of the stream",
+        "chunks": "content chunks: streamed events with non-empty text (role-only and finish-only frames excluded)",
+        "output_tokens": "content tokens, no BOS; counted as token_count_source says",
+        "inter_token_latency_s": "per content chunk: (last content chunk - sent) / chunks",
+        "time_per_output_token_s": "per content token: (end-to-end - TTFT) / (output_tokens - 1)",
+        "tokens_per_chunk": "output_tokens / chunks",
+        "output_throughput_tps": "output_tokens / end-to-end",
+        "chunk_times_s": "arrival of each content chunk after the request was sent (empty for imported llmperf files)",
+        "llmperf_ttft_s": "llmperf's: from before requests.post (session and connection set-up included) to the first content chunk",
+        "llmperf_end_to_end_latency_s": "llmperf's: from before requests.post to the end of the stream",
+        "llmperf_chunks": "llmperf's count: every data line but [DONE] (role and finish frames included)",
+        "llmperf_output_tokens": "llmperf's count: len(Llama-2 tokenizer.encode(text)), BOS included",
+        "llmperf_inter_token_latency_s": "llmperf's: summed gaps / llmperf_chunks, as its token_benchmark_ray.py",
+        "llmperf_output_throughput_tps": "llmperf's: llmperf_output_tokens / end-to-end",
+    }
