@@ -120,7 +120,11 @@ def run_module(module: str, target: dict, table: dict, keep: bool, reuse: Path |
     keep = keep or reuse is not None
     try:
         copy_tree(work)
-        runner = shlex.join(["sh", "-c", " && ".join(shlex.join(pytest_command(work, stage)) for stage in target["tests"])])
+        # mutmut 2 counts a mutant killed only on exit status 1 (mutmut/__init__.py, tests_pass:
+        # `returncode != 1`), so a mutant that breaks the import (pytest's 2, a collection error) or
+        # hits the stage timeout (124) would count as survived: any failure exits 1.
+        stages = " && ".join(shlex.join(pytest_command(work, stage)) for stage in target["tests"])
+        runner = shlex.join(["sh", "-c", f"{stages} || exit 1"])
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         mutmut = [sys.executable, "-m", "mutmut"]
         run = subprocess.run(

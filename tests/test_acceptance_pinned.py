@@ -2,6 +2,8 @@
 every field of every result kind, per-position counters only one read has, zero draft tokens.
 Exact binary fractions, so equality is exact."""
 
+import dataclasses
+
 import pytest
 
 from specbench import acceptance as acc
@@ -256,3 +258,24 @@ def test_to_dict_of_a_gauge_result():
         "reason": "",
         "note": "n",
     }
+
+
+def test_a_single_draft_token_gives_a_rate():
+    result = acceptance_between(SpecDecodeSnapshot(4, 8, 2), SpecDecodeSnapshot(5, 9, 3))
+    assert result == Acceptance(
+        source="counters",
+        acceptance_rate=1.0,
+        mean_acceptance_length=2.0,
+        drafts=1,
+        draft_tokens=1,
+        accepted_tokens=1,
+        missing=(acc.ACCEPTED_PER_POS,),
+    )
+
+
+def test_reads_and_results_are_frozen():
+    # One read serves two intervals (the after-read of one test case is the before-read of the next).
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SpecDecodeSnapshot().num_drafts = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Acceptance(source="missing").reason = "changed"

@@ -62,6 +62,15 @@ def test_a_failed_requests_whole_record():
     }
 
 
+def test_a_fresh_records_whole_value():
+    assert json.loads(RequestRecord(**IDENTITY).to_json()) == {
+        **json.loads(RequestRecord(**IDENTITY, error_code=500, error_msg="boom").to_json()),
+        "error_code": None,
+        "error_msg": "",
+    }
+    assert RequestRecord(**IDENTITY).error_msg == ""
+
+
 def test_ok_is_no_error_code_at_all():
     assert RequestRecord(**IDENTITY).ok
     assert not RequestRecord(**IDENTITY, error_code=0).ok
