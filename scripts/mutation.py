@@ -92,7 +92,7 @@ def annotation_only(source: str, diff: str, line_number: int) -> bool:
     mutated = "\n".join([*lines[: line_number - 1], added[0], *lines[line_number:]])
     try:
         return _without_annotations(ast.parse(source)) == _without_annotations(ast.parse(mutated))
-    except SyntaxError:  # not Python (``{**a}`` to ``{*a}``): mutmut cannot apply it, the tests ran the original
+    except SyntaxError:  # not Python (``{**a}`` to ``{*a}``): the runner exits 0 before any test (run_module)
         return True
 
 
@@ -122,9 +122,11 @@ def run_module(module: str, target: dict, table: dict, keep: bool, reuse: Path |
         copy_tree(work)
         # mutmut 2 counts a mutant killed only on exit status 1 (mutmut/__init__.py, tests_pass:
         # `returncode != 1`), so a mutant that breaks the import (pytest's 2, a collection error) or
-        # hits the stage timeout (124) would count as survived: any failure exits 1.
+        # hits the stage timeout (124) would count as survived: any failure exits 1. A mutant that is
+        # not Python exits 0 before any test, to be set aside with the annotation-only ones.
+        parses = shlex.join([sys.executable, "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())", module])
         stages = " && ".join(shlex.join(pytest_command(work, stage)) for stage in target["tests"])
-        runner = shlex.join(["sh", "-c", f"{stages} || exit 1"])
+        runner = shlex.join(["sh", "-c", f"{parses} 2>/dev/null || exit 0; {stages} || exit 1"])
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         mutmut = [sys.executable, "-m", "mutmut"]
         run = subprocess.run(
