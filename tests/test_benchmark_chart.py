@@ -268,10 +268,10 @@ def test_run_on_deploy_false_leaves_only_the_rerun_template(spec):
     assert [o["kind"] for o in benchmark_objects(spec)] == ["ServiceAccount", "ConfigMap", "CronJob", "Job"]
 
 
-def test_readme_documents_the_rerun_command():
-    readme = (ROOT / "README.md").read_text()
-    assert "kubectl -n specdecode create job specbench-rerun-$(date +%s) --from=cronjob/specbench" in readme
-    assert "### The specbench CLI" in readme
+def test_docs_document_the_rerun_command_and_the_cli():
+    benchmark = (ROOT / "docs" / "benchmark.md").read_text()
+    assert "kubectl -n specdecode create job specbench-rerun-$(date +%s) --from=cronjob/specbench" in benchmark
+    assert (ROOT / "docs" / "cli.md").read_text().startswith("# The specbench CLI\n")
 
 
 # --- Job name -------------------------------------------------------------------------------------

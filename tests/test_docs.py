@@ -1,4 +1,5 @@
-"""The README tells the truth: its first commands, its configuration table, and CI's command."""
+"""The docs tell the truth: the README's first commands and cost table, docs/configuration.md's
+configuration table, the figures of docs/performance.md and docs/serving.md, and CI's command."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import re
 
 import pytest
 
-from config import all_keys, capacity, catalog, load_config
+from config import all_keys, capacity, catalog, docs, load_config
 from config.cost import BEGIN as COST_BEGIN
 from config.cost import END as COST_END
 from config.cost import cost_table, hourly_cost
-from config.docs import BEGIN, END, config_table
+from config.docs import BEGIN, END, config_table, refresh
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
+PERFORMANCE = (ROOT / "docs" / "performance.md").read_text()
+SERVING = (ROOT / "docs" / "serving.md").read_text()
 
 
 def test_readme_opens_with_the_two_fresh_machine_commands():
@@ -29,13 +33,13 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_configuration_table_is_generated_from_the_model():
-    embedded = README.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    assert embedded == config_table(), "README config table is stale: run `python -m config.docs --write README.md`"
+    embedded = CONFIGURATION.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert embedded == config_table(), "docs/configuration.md's table is stale: run `python -m config.docs --write`"
 
 
 def test_cost_table_is_generated_from_the_model():
     embedded = README.split(COST_BEGIN, 1)[1].split(COST_END, 1)[0].strip()
-    assert embedded == cost_table(load_config({}, {})), "README cost table is stale: run `python -m config.docs --write README.md`"
+    assert embedded == cost_table(load_config({}, {})), "README cost table is stale: run `python -m config.docs --write`"
 
 
 def test_cost_follows_the_configuration():
@@ -50,12 +54,12 @@ def test_cost_follows_the_configuration():
 
 def test_every_setting_is_documented():
     for key in all_keys():
-        assert f"`{key}`" in README, key
+        assert f"`{key}`" in CONFIGURATION, key
 
 
 def test_bench_figures_are_present():
-    assert "BENCH_TABLE" not in README
-    assert re.search(r"\| full platform, python app.py \| \d+\.\d \| \d+ \|", README)
+    assert "BENCH_TABLE" not in PERFORMANCE
+    assert re.search(r"\| full platform, python app.py \| \d+\.\d \| \d+ \|", PERFORMANCE)
 
 
 def test_node_fit_table_is_computed_from_the_capacity_model():
@@ -63,4 +67,33 @@ def test_node_fit_table_is_computed_from_the_capacity_model():
     instance = catalog.TRAINIUM_INSTANCES[config.neuron_nodes.instance_type]
     s, lnc = config.serving, config.neuron_nodes.logical_nc_config
     service = capacity.service_request(instance, lnc, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
-    assert capacity.fit_table(instance, service, 2) in README
+    assert capacity.fit_table(instance, service, 2) in SERVING
+
+
+def test_write_targets_hold_the_generated_blocks():
+    """`python -m config.docs --write` writes the configuration table into docs/configuration.md
+    and the cost table into README.md, and nowhere else."""
+    assert docs.TARGETS == ("docs/configuration.md", "README.md")
+    assert BEGIN in CONFIGURATION and COST_BEGIN not in CONFIGURATION
+    assert COST_BEGIN in README and BEGIN not in README
+
+
+def test_refresh_replaces_only_the_blocks_a_page_holds():
+    page = f"intro\n{BEGIN}\nstale\n{END}\noutro\n"
+    assert refresh(page) == f"intro\n{BEGIN}\n{config_table()}\n{END}\noutro\n"
+    cost_page = f"{COST_BEGIN}\nstale\n{COST_END}\n"
+    assert refresh(cost_page) == f"{COST_BEGIN}\n{cost_table(load_config({}, {}))}\n{COST_END}\n"
+    with pytest.raises(ValueError, match="no generated block"):
+        refresh("no markers here\n")
+
+
+def test_write_refuses_a_file_without_markers_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    plain = tmp_path / "plain.md"
+    plain.write_text("nothing generated\n")
+    done = subprocess.run([sys.executable, "-m", "config.docs", "--write", str(plain)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr == f"config.docs --write: {plain}: no generated block (config-table or cost-table markers) in the text\n"
+    assert plain.read_text() == "nothing generated\n"
