@@ -89,7 +89,7 @@ def services_per_node(instance: TrainiumInstance, service: Resources) -> int:
 
 
 def fit_table(instance: TrainiumInstance, service: Resources, services: int) -> str:
-    """Markdown table of one node's budget for ``services`` services (the README's "One node")."""
+    """Markdown table of one node's budget for ``services`` services (docs/serving.md, "One node")."""
 
     def row(label: str, r: Resources) -> str:
         return f"| {label} | {r.cpu_millis / 1000:g} | {r.memory_mib / MIB_PER_GIB:.1f} | {r.neuron_devices} |"

@@ -3,7 +3,7 @@
 These are contracts between components, not tunables, so they are constants rather than settings.
 """
 
-# One data bucket, three prefixes (documented in the README's "Storage" section).
+# One data bucket, three prefixes (documented in docs/architecture.md, "Storage").
 MODELS_PREFIX = "models/"  # Hugging Face weights, one folder per model id
 ARTIFACTS_PREFIX = "neuron-artifacts/"  # compiled Neuron graphs, one folder per serving config hash
 RESULTS_PREFIX = "results/"  # benchmark runs, one folder per run id

@@ -68,7 +68,7 @@ def unknown_key_problem(key: str, value: Any) -> Problem | None:
     if not hint and section not in sections():
         hint = [f"section {s}" for s in difflib.get_close_matches(section, list(sections()), n=1)]
     what = "is not a setting" if section in sections() else f"is not a setting (there is no section {section!r})"
-    return Problem(key, value, what, f"did you mean {hint[0]}?" if hint else "a key from the README's configuration table")
+    return Problem(key, value, what, f"did you mean {hint[0]}?" if hint else "a key from the configuration table, docs/configuration.md")
 
 
 def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> PlatformConfig:

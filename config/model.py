@@ -1,7 +1,7 @@
 """The typed configuration: the single source of every setting.
 
 Each section is a frozen dataclass; each field carries its documentation (``doc``), which the
-README's configuration table is generated from (``python -m config.docs``). Defaults equal the
+configuration table of docs/configuration.md is generated from (``python -m config.docs``). Defaults equal the
 reference setup (../shared/REFERENCE.md section 1). A field whose default depends on another
 field (the availability zones depend on the region) has ``derived`` set and an empty default;
 the loader fills it in.

@@ -3,7 +3,7 @@ handler's time, for the reference suite's shape: 8 test cases x 2 services x the
 
 S3, ListMetrics, PutDashboard and PutMetricData are moto (in-process); GetMetricData, whose
 percentiles moto cannot answer, is a stub that answers every query. Run: ``make bench-aggregation``.
-Figures go in the README ("Performance").
+Figures go in docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark-client figures for the README: how right and how cheap the measuring instrument is.
+"""Benchmark-client figures for docs/performance.md: how right and how cheap the measuring instrument is.
 
     make bench-client     # or: .venv/bin/python scripts/bench_client.py [--tokens N] [--repeats N]
 

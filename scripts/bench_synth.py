@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Synth and test-suite figures for the README: wall time and peak memory (whole process tree).
+"""Synth and test-suite figures for docs/performance.md: wall time and peak memory (whole process tree).
 
     make bench            # or: .venv/bin/python scripts/bench_synth.py [--runs N] [--skip-tests]
 

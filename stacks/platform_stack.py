@@ -1,5 +1,5 @@
 """Platform stack: network -> cluster (system nodes) -> Neuron nodes -> add-ons. Reads top to
-bottom like the architecture diagram in the README."""
+bottom like the architecture diagram in docs/architecture.md."""
 
 from __future__ import annotations
 

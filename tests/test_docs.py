@@ -97,3 +97,15 @@ def test_write_refuses_a_file_without_markers_in_one_line(tmp_path):
     assert done.returncode == 1
     assert done.stderr == f"config.docs --write: {plain}: no generated block (config-table or cost-table markers) in the text\n"
     assert plain.read_text() == "nothing generated\n"
+
+
+def test_an_unknown_key_points_at_the_page_that_lists_every_key():
+    from config import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        load_config({"zzzz.qqqq": "1"}, {})
+    assert str(error.value) == (
+        "config error: zzzz.qqqq='1': is not a setting (there is no section 'zzzz'); "
+        "allowed: a key from the configuration table, docs/configuration.md"
+    )
+    assert (ROOT / "docs" / "configuration.md").is_file()
