@@ -66,8 +66,9 @@ def anchors(text: str) -> set[str]:
 
 
 def links(text: str) -> list[str]:
-    """Targets of every inline link and image outside code (fenced blocks and code spans)."""
-    return [m.group(1) for line in prose_lines(text) for m in _LINK.finditer(_CODE_SPAN.sub("", line))]
+    """Targets of every inline link and image outside code (fenced blocks and code spans); a link's
+    text may wrap onto the next line."""
+    return [m.group(1) for m in _LINK.finditer(_CODE_SPAN.sub("", "\n".join(prose_lines(text))))]
 
 
 def dead_links(path: Path) -> list[str]:
@@ -132,7 +133,7 @@ def test_checker_catches_dead_anchors_files_and_images(tmp_path):
         "# Top\n\n"
         "[ok](page.md#known-limits) [ok](#top) [web](https://example.com/#x) ![ok](img.png)\n"
         "[dead anchor](page.md#known-limit) [dead self](#nowhere) [gone](missing.md)\n"
-        "![gone](images/none.png) [not md](img.png#x)\n"
+        "![gone](images/none.png) [not md](img.png#x) [wrapped\n  text](page.md#wrapped)\n"
         "`[in code](also-missing.md)`\n\n```md\n[in a block](missing-too.md)\n```\n"
     )
     assert [d.split(":")[0] for d in dead_links(readme)] == [
@@ -141,6 +142,7 @@ def test_checker_catches_dead_anchors_files_and_images(tmp_path):
         "missing.md",
         "images/none.png",
         "img.png#x",
+        "page.md#wrapped",
     ]
 
 
