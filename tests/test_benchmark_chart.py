@@ -23,7 +23,7 @@ from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_sec
 from config import ConfigError, catalog, layout, load_config
 from conftest import BUCKET, ROOT, VARIANT_CONTEXT
 from specbench import bundle
-from specbench.suite import DEFAULT_SUITE
+from specbench.prompts.suite import DEFAULT_SUITE
 
 DEFAULT_FLAGS = [
     "--endpoint",
@@ -363,15 +363,15 @@ def test_bundle_is_byte_stable_and_sorted():
         relative = [p.relative_to(ROOT / "specbench").as_posix() for p in files]
         expected = sorted(f"specbench/{r}" for r in relative if "__pycache__" not in r and r not in bundle.LOCAL_ONLY)
         assert names[1:] == expected
-        assert "specbench/emulator.py" not in names and "specbench/runner.py" in names  # local tools stay out
-        assert archive.read("specbench/suite.py") == (ROOT / "specbench" / "suite.py").read_bytes()
+        assert "specbench/emulator/server.py" not in names and "specbench/runner.py" in names  # local tools stay out
+        assert archive.read("specbench/prompts/suite.py") == (ROOT / "specbench" / "suite.py").read_bytes()
 
 
 def test_bundle_imports_from_the_zip_alone(tmp_path):
     """The package works from the zip, away from the source tree (no cli needed for this)."""
     target = tmp_path / "specbench.pyz"
     target.write_bytes(bundle.zipapp_bytes())
-    code = "import specbench.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
+    code = "import specbench.prompts.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
     result = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {code}"],
         cwd=tmp_path,
@@ -400,10 +400,10 @@ def test_bundle_runs_as_a_zip_application(tmp_path):
 
 
 def test_the_suite_module_needs_only_the_standard_library():
-    """config/ validates suite files with specbench.suite, and the CDK app's environment does not
+    """config/ validates suite files with specbench.prompts.suite, and the CDK app's environment does not
     install the benchmark's requirements (aiohttp, prometheus-client, tqdm)."""
     code = (
-        "import sys, specbench.suite, specbench.bundle; "
+        "import sys, specbench.prompts.suite, specbench.bundle; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiohttp', 'prometheus_client', 'tqdm', 'boto3', 'botocore'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

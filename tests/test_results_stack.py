@@ -301,8 +301,8 @@ def test_a_third_party_or_left_out_import_is_caught(tmp_path):
     (package_dir / "cli.py").write_text("")  # a module of the package, not in the zip
     assert foreign_imports(bundle.lambda_zip_bytes(handler_dir, package_dir), package_dir) == [
         "handler.py: specbench.cli.main",
-        "specbench/aggregate.py: aiohttp",
-        "specbench/aggregate.py: specbench.cli",
+        "specbench/analysis/aggregate.py: aiohttp",
+        "specbench/analysis/aggregate.py: specbench.cli",
     ]
 
 
@@ -321,7 +321,7 @@ def test_adding_a_third_party_import_to_the_real_aggregate_module_is_caught(tmp_
         (package_dir / name).write_bytes((bundle.PACKAGE_DIR / name).read_bytes())
     with (package_dir / "aggregate.py").open("a") as module:
         module.write("\nimport aiohttp\n")
-    assert "specbench/aggregate.py: aiohttp" in foreign_imports(bundle.lambda_zip_bytes(handler_dir, package_dir), package_dir)
+    assert "specbench/analysis/aggregate.py: aiohttp" in foreign_imports(bundle.lambda_zip_bytes(handler_dir, package_dir), package_dir)
 
 
 def test_the_handler_reads_what_the_stack_sets_and_the_demo_sets_the_same(data):
@@ -347,7 +347,7 @@ def test_the_handler_reads_what_the_stack_sets_and_the_demo_sets_the_same(data):
 
 def test_the_dashboard_is_a_stack_resource_that_starts_with_no_data(data, variant_data):
     """cdk destroy deletes it; until the first refresh it says so, and it follows CloudWatch's rules."""
-    from specbench import dashboard
+    from specbench.outputs import dashboard
 
     for template, name in ((data, "SpecDecode-Benchmark"), (variant_data, "SpecDecode-Variant")):
         _, resource = only(template, "AWS::CloudWatch::Dashboard")

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from specbench.suite import DEFAULT_SUITE, LLMPERF_PREAMBLE, OPEN_ENDED, STRUCTURED, SuiteError, fill_prompt, load_suite
+from specbench.prompts.suite import DEFAULT_SUITE, LLMPERF_PREAMBLE, OPEN_ENDED, STRUCTURED, SuiteError, fill_prompt, load_suite
 
 
 def words(text):
