@@ -146,3 +146,17 @@ def test_specbench_top_level_stays_small():
 @pytest.mark.parametrize("stage", ["prompts", "load", "results", "analysis", "outputs", "emulator"])
 def test_each_stage_is_a_package(stage):
     assert (ROOT / "specbench" / stage / "__init__.py").is_file()
+
+
+def test_specbench_stages_import_one_way():
+    """Collapsed to its folders (and top-level modules), specbench's graph has no cycle either:
+    a stage imports only the stages before it (the data flow of specbench/README.md)."""
+    stages: dict[str, set[str]] = {}
+    for module, imported in import_graph().items():
+        if module.startswith("specbench."):
+            stage = module.split(".")[1]
+            stages.setdefault(stage, set()).update(
+                m.split(".")[1] for m in imported if m.startswith("specbench.") and m.split(".")[1] != stage
+            )
+    assert stages["results"] == {"prompts"} and stages["analysis"] == {"results"}
+    assert find_cycles(stages) == []
