@@ -17,6 +17,7 @@ the benchmark's requirements.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -62,7 +63,19 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
+def _parse(path: Path) -> ast.Module:
+    stat = path.stat()
+    return _parse_cached(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    """One parse per file version (a synthesis builds both zips, and a module is read many times)."""
+    return ast.parse(path.read_bytes(), str(path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _bound_names(tree: ast.Module) -> frozenset[str]:
     """Names a module binds at its top level (what ``from it import name`` can take)."""
     names = set()
     for node in tree.body:
@@ -73,17 +86,17 @@ def _bound_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name))
-    return names
+    return frozenset(names)
 
 
-def _import_nodes(tree: ast.Module, functions: Iterable[str] | None) -> list[ast.Import | ast.ImportFrom]:
+@functools.lru_cache(maxsize=1024)
+def _import_nodes(tree: ast.Module, functions: frozenset[str] | None) -> tuple[ast.Import | ast.ImportFrom, ...]:
     """Every import statement that can run: module level and inside functions (lazy imports), not
     under ``if TYPE_CHECKING:``. With ``functions``, of the top-level functions only those named."""
     found = []
     pending: list[ast.AST] = list(tree.body)
     if functions is not None:
-        keep = set(functions)
-        pending = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) or n.name in keep]
+        pending = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) or n.name in functions]
     while pending:
         node = pending.pop()
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -92,7 +105,7 @@ def _import_nodes(tree: ast.Module, functions: Iterable[str] | None) -> list[ast
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
         pending += ast.iter_child_nodes(node)
-    return found
+    return tuple(found)
 
 
 def project_imports(path: Path, root: Path, functions: Iterable[str] | None = None) -> set[str]:
@@ -100,10 +113,10 @@ def project_imports(path: Path, root: Path, functions: Iterable[str] | None = No
     ``from package import name`` is the module ``package.name`` when that is one, else ``package``;
     a parent package runs first anyway and is not counted. Third-party and standard-library imports
     are not under ``root`` and are left out. A missing project module is a FileNotFoundError."""
-    tree = ast.parse(path.read_bytes(), str(path))
+    tree = _parse(path)
     package = module_name(path, root) if path.name == "__init__.py" else module_name(path, root).rpartition(".")[0]
     found = set()
-    for node in _import_nodes(tree, functions):
+    for node in _import_nodes(tree, None if functions is None else frozenset(functions)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if _first_is_project(alias.name, root))
             continue
@@ -119,7 +132,7 @@ def project_imports(path: Path, root: Path, functions: Iterable[str] | None = No
             else:
                 found.add(base)
                 parent = module_file(base, root)
-                if parent is None or alias.name not in _bound_names(ast.parse(parent.read_bytes())) | {"*"}:
+                if parent is None or alias.name not in _bound_names(_parse(parent)) | {"*"}:
                     raise FileNotFoundError(f"{path}: imports {base}.{alias.name}, which is neither a module nor a name under {root}")
     for module in found:
         if module_file(module, root) is None:
