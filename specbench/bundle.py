@@ -96,6 +96,9 @@ def _import_nodes(tree: ast.Module, functions: frozenset[str] | None) -> tuple[a
     found = []
     pending: list[ast.AST] = list(tree.body)
     if functions is not None:
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if not functions <= defined:  # a renamed command would silently drop its imports
+            raise ValueError(f"no top-level function {', '.join(sorted(functions - defined))} to follow the imports of")
         pending = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) or n.name in functions]
     while pending:
         node = pending.pop()

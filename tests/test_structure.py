@@ -128,6 +128,16 @@ def test_import_graph_reads_lazy_and_relative_imports(tmp_path):
     ]
 
 
+def test_named_functions_limit_the_lazy_imports_followed(tmp_path):
+    (tmp_path / "cli.py").write_text("import json\ndef run():\n    import runner\ndef emulate():\n    import emulator\n")
+    for name in ("runner", "emulator"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert bundle.project_imports(tmp_path / "cli.py", tmp_path) == {"runner", "emulator"}
+    assert bundle.project_imports(tmp_path / "cli.py", tmp_path, {"run"}) == {"runner"}
+    with pytest.raises(ValueError, match="no top-level function command_run to follow"):
+        bundle.project_imports(tmp_path / "cli.py", tmp_path, {"run", "command_run"})
+
+
 def test_no_import_cycle_between_project_modules():
     graph = import_graph()
     assert {"app", "specbench.cli", "lambdas.aggregate.handler", "charts.spec", "scripts.demo"} <= graph.keys()
