@@ -379,8 +379,12 @@ def _parameters(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _outputs_match(records: Sequence[RequestRecord]) -> bool | None:
-    digests = {r.output_sha256 for r in records if r.ok and r.output_sha256}
-    return None if not digests else len(digests) == 1
+    """Per prompt (prompt_id: a dataset case sends several), every successful output the same."""
+    digests: dict[str, set[str]] = {}
+    for r in records:
+        if r.ok and r.output_sha256:
+            digests.setdefault(r.prompt_id, set()).add(r.output_sha256)
+    return None if not digests else all(len(found) == 1 for found in digests.values())
 
 
 def _notes(run: Mapping[str, Any], cases: Sequence[Group], missing: Sequence[str]) -> list[str]:

@@ -57,7 +57,14 @@ def sources(package_dir: Path = PACKAGE_DIR) -> dict[str, bytes]:
     """Archive name -> content of every .py file of the package and its subpackages but the local
     tools, and the built-in suites, sorted by name."""
     files = {}
-    for path in sorted([*package_dir.rglob("*.py"), *package_dir.glob("suites/*.json")]):
+    for path in sorted(
+        [
+            *package_dir.rglob("*.py"),
+            *package_dir.glob("suites/*.json"),
+            *package_dir.glob("prompts/suites/*.json"),
+            *package_dir.glob("prompts/fixtures/*"),
+        ]
+    ):
         relative = path.relative_to(package_dir)
         if any(part == "__pycache__" or part.startswith(".") for part in relative.parts) or relative.as_posix() in LOCAL_ONLY:
             continue

@@ -238,6 +238,7 @@ def _require(ok: Any, name: str, allowed: str, value: Any) -> None:
 # Marker -> p for the prompt classes of the dataset fixtures: their own acceptance, so a per-class
 # report shows classes apart (values in the range EAGLE/draft-model papers report per task).
 CLASS_ACCEPTANCE = (
+    ("Return only a JSON object", 0.9),  # structured output; first: its template wraps another class's prompt
     ("Following up on your answer", 0.66),  # multi-turn
     ("Translate the following", 0.58),  # translation
     ("Summarize the following", 0.7),  # summarization
@@ -245,7 +246,6 @@ CLASS_ACCEPTANCE = (
     ("step by step", 0.78),  # math reasoning
     ("Use only the documents", 0.74),  # retrieval-augmented generation
     ("Complete the Python function", 0.82),  # code
-    ("Return only a JSON object", 0.9),  # structured output
 )
 
 
