@@ -71,7 +71,7 @@ class TestCase:
         data.update(dataset=self.dataset, categories=list(self.categories), sample=self.sample, max_tokens=self.max_tokens)
         if self.template:
             data["template"] = self.template
-        return {**data, "sampled_ids": [item.id for item in self.items]}
+        return {**data, "sampled_ids": [item.id for item in self.items]} if self.items else data
 
     def messages(self, index: int) -> tuple[dict[str, str], ...]:
         """The chat messages of request ``index``: the sampled prompts in turn, the template applied."""
@@ -89,7 +89,6 @@ class Suite:
     sources: tuple[datasets.DatasetSource, ...] = ()
     seed: int = 0
     base_dir: str = field(default="", compare=False)  # where relative dataset paths are resolved: the suite file's directory
-    provenance: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # filled by materialize
 
     def select(self, names: list[str]) -> Suite:
         """The named test cases only, in suite order; unknown names are an error listing the known ones."""
@@ -106,9 +105,10 @@ class Suite:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "test_cases": [case.to_dict() for case in self.test_cases]}
         if self.sources:
-            provenance = dict(self.provenance)
+            # The sources as the suite file gives them (source, revision, sha256, licence, fields): run.json
+            # records them, and the chart's copy of the suite parses back to the same suite.
             data["seed"] = self.seed
-            data["datasets"] = {s.name: dict(provenance.get(s.name, ())) or s.provenance() for s in self.sources}
+            data["datasets"] = {s.name: s.definition() for s in self.sources}
         return data
 
     def materialize(self, cache: datasets.Cache | None = None, hub_endpoint: str | None = None) -> Suite:
@@ -120,13 +120,12 @@ class Suite:
             {s.name: s for s in self.sources}, cache, Path(self.base_dir) if self.base_dir else None, hub_endpoint
         )
         cases = tuple(
-            replace(case, items=tuple(datasets.sample(loaded.items[case.dataset], case.categories, case.sample, self.seed, case.name)))
+            replace(case, items=tuple(datasets.sample(loaded[case.dataset], case.categories, case.sample, self.seed, case.name)))
             if case.dataset
             else case
             for case in self.test_cases
         )
-        provenance = tuple((name, tuple(sorted(p.items()))) for name, p in loaded.provenance.items())
-        return replace(self, test_cases=cases, provenance=provenance)
+        return replace(self, test_cases=cases)
 
 
 def parse_suite(data: Any, source: str = "suite", base_dir: str = "") -> Suite:

@@ -359,7 +359,9 @@ def test_bundle_is_byte_stable_and_sorted():
         names = [i.filename for i in infos]
         assert names == sorted(names) and names[0] == "__main__.py"
         assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
-        files = [*(ROOT / "specbench").rglob("*.py"), *(ROOT / "specbench").glob("suites/*.json")]
+        package = ROOT / "specbench"
+        files = [*package.rglob("*.py"), *package.glob("suites/*.json"), *package.glob("prompts/suites/*.json")]
+        files += package.glob("prompts/fixtures/*")  # the offline dataset fixtures: the suites that name them run from the zip
         relative = [p.relative_to(ROOT / "specbench").as_posix() for p in files]
         expected = sorted(f"specbench/{r}" for r in relative if "__pycache__" not in r and r not in bundle.LOCAL_ONLY)
         assert names[1:] == expected
@@ -371,7 +373,10 @@ def test_bundle_imports_from_the_zip_alone(tmp_path):
     """The package works from the zip, away from the source tree (no cli needed for this)."""
     target = tmp_path / "specbench.pyz"
     target.write_bytes(bundle.zipapp_bytes())
-    code = "import specbench.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
+    code = (
+        "import specbench.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases), "
+        "len(s.load_suite('builtin:classes-offline').materialize().test_cases[0].items))"
+    )
     result = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {code}"],
         cwd=tmp_path,
@@ -380,7 +385,7 @@ def test_bundle_imports_from_the_zip_alone(tmp_path):
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(str(target)) and result.stdout.split()[-1] == "8"
+    assert result.stdout.startswith(str(target)) and result.stdout.split()[-2:] == ["8", "3"]
 
 
 def test_bundle_runs_as_a_zip_application(tmp_path):

@@ -78,10 +78,12 @@ def test_the_offline_suite_draws_the_same_pinned_sample_every_time():
     assert suite.to_dict()["datasets"] == {
         "fixtures": {
             "url": "package:prompts/fixtures/classes.jsonl",
-            "path": "",
-            "revision": "",
             "sha256": FIXTURE_SHA,
             "licence": "Apache-2.0 (this project's own text)",
+            "format": "jsonl",
+            "id_field": "id",
+            "messages_field": "messages",
+            "category_field": "category",
         }
     }
     multi_turn = suite.test_cases[0].messages(1)  # mt-1: a whole conversation, our own text
@@ -100,13 +102,9 @@ def test_a_hub_source_is_fetched_by_revision_checked_and_cached(tmp_path):
     # The hub is gone: the rerun reads the cached bytes and draws the same prompts.
     again = suite.materialize(cache, hub_endpoint="http://127.0.0.1:9")
     assert again.to_dict() == fetched.to_dict()
-    assert fetched.to_dict()["datasets"]["hub"] == {
-        "hub": "specbench/classes",
-        "path": "classes.jsonl",
-        "revision": REVISION,
-        "sha256": FIXTURE_SHA,
-        "licence": "Apache-2.0",
-    }
+    assert fetched.to_dict()["datasets"]["hub"] == {**hub_suite()["datasets"]["hub"], "format": "jsonl"}
+    # Before sampling, the suite's dict is a suite file again (the chart ships it to the Job so).
+    assert parse_suite(suite.to_dict(), "again.json") == suite
     assert [len(case.items) for case in fetched.test_cases] == [2, 2]
     assert {item.category for item in fetched.test_cases[1].items} == {"code"}
 

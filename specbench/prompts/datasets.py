@@ -26,7 +26,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -85,10 +85,9 @@ class DatasetSource:
             return f"{github_raw.rstrip('/')}/{self.github}/{self.revision}/{self.path}"
         return self.url
 
-    def provenance(self) -> dict[str, str]:
-        """What run.json records of the source."""
-        where = {"hub": self.hub} if self.hub else {"github": self.github} if self.github else {"url": self.url}
-        return {**where, "path": self.path, "revision": self.revision, "sha256": self.sha256, "licence": self.licence}
+    def definition(self) -> dict[str, str]:
+        """The source as a suite file gives it (what run.json records): its set fields, format included."""
+        return {name: getattr(self, name) for name in SOURCE_FIELDS if getattr(self, name)}
 
 
 @dataclass(frozen=True)
@@ -311,19 +310,8 @@ def sample(items: Sequence[PromptItem], categories: Sequence[str], size: int, se
     return rng.sample(pool, min(size, len(pool)))
 
 
-@dataclass
-class Loaded:
-    """Every source a suite names, fetched and parsed once."""
-
-    items: dict[str, list[PromptItem]] = field(default_factory=dict)
-    provenance: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
 def load_sources(
     sources: Mapping[str, DatasetSource], cache: Cache | None = None, base_dir: Path | None = None, hub_endpoint: str | None = None
-) -> Loaded:
-    loaded = Loaded()
-    for name, source in sources.items():
-        loaded.items[name] = parse_items(source, fetch(source, cache, base_dir, hub_endpoint))
-        loaded.provenance[name] = source.provenance()
-    return loaded
+) -> dict[str, list[PromptItem]]:
+    """Every source a suite names, fetched, checked and parsed once: source name -> items."""
+    return {name: parse_items(source, fetch(source, cache, base_dir, hub_endpoint)) for name, source in sources.items()}
