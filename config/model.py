@@ -159,6 +159,11 @@ class BenchmarkSettings:
         "JSON suite file (format as `specbench/suites/reference.json`), relative to where you run cdk; checked at synth. "
         "Empty = the built-in reference suite (8 test cases).",
     )
+    thinking_mode: bool = setting(
+        False,
+        "Qwen3 thinking mode of every chat request, sent as `chat_template_kwargs.enable_thinking` (it changes what is "
+        "generated and so the acceptance).",
+    )
     input_tokens: int = setting(64, "Input tokens per request.")
     output_tokens: int = setting(600, "Output tokens per request.")
     concurrent_requests: int = setting(4, "Requests in flight per service.")

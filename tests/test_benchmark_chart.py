@@ -52,6 +52,10 @@ DEFAULT_FLAGS = [
     "18000",
     "--results",
     f"s3://{BUCKET}/results/",
+    "--dataset-cache",
+    f"s3://{BUCKET}/datasets/",  # the dataset cache: reruns read the same bytes
+    "--thinking",
+    "off",  # Qwen3 thinking mode, set explicitly
     "--namespace",
     "Qwen/LLMPerf",
     "--region",

@@ -234,3 +234,15 @@ def test_thinking_mode_is_configurable(servers, tmp_path):
     assert code == 0
     truth = [t for t in servers[0].truth if t.request_id.startswith("t1-")]
     assert len(truth) == 4 and all(t.chat_template_kwargs == {"enable_thinking": True} for t in truth)
+
+
+def test_the_cluster_config_refuses_a_dataset_suite_the_job_cannot_run(tmp_path):
+    from config.validate import dataset_suite_problems
+
+    assert list(dataset_suite_problems("benchmark.suite_file", "builtin:classes", "native")) == []
+    (problem,) = dataset_suite_problems("benchmark.suite_file", "builtin:classes", "llmperf")
+    assert (problem.key, problem.value, problem.allowed) == ("benchmark.engine", "llmperf", "native")
+    local = tmp_path / "local.json"
+    local.write_text(json.dumps(hub_suite(hub="", revision="", url="classes.jsonl")))
+    (problem,) = dataset_suite_problems("benchmark.suite_file", str(local), "native")
+    assert problem.problem == "dataset hub is at classes.jsonl, which the benchmark pod cannot read"
