@@ -128,3 +128,33 @@ def test_a_coalescing_server_is_flagged_unreliable():
     assert check.reason == "the baseline svc streamed 3 tokens in one chunk (case #0; 1 expected): a server or proxy coalesces chunks"
     figure = sa.figure(base, spec, K, resamples=50)
     assert figure["source"] == "stream" and figure["reliable"] is False and not sa.usable(figure)
+
+
+# --- publishing ----------------------------------------------------------------------------------
+
+
+def run_json(k=K):
+    deployment = {"variants": [{"name": "base", "num_speculative_tokens": 0}, {"name": "sd", "num_speculative_tokens": k}]}
+    return {"plan": {"endpoints": [{"name": "base", "url": "u"}, {"name": "sd", "url": "u"}], "deployment": deployment}}
+
+
+def test_stream_acceptance_is_published_only_where_the_stream_passed_its_self_check():
+    from specbench.results import reliable_stream_records, run_datums
+
+    good = [record([1, 1, 1, 1], variant="base"), record([1, 3, 5, 2], variant="sd")]
+    coalesced = [record([1, 2, 1, 1], variant="base"), record([1, 3, 5, 2], variant="sd")]
+    for r in coalesced:
+        r.test_case = "coalesced"
+    assert reliable_stream_records(good + coalesced, run_json()) == [good[1]]
+    assert reliable_stream_records(good, None) == []  # no run.json: no baseline, no k, nothing published
+    assert reliable_stream_records(good, run_json(k=2)) == []  # 5 tokens in a chunk > k + 1
+    datums = [d for d in run_datums(good + coalesced, {}, run_json()) if d["MetricName"] == "StreamAcceptanceLength"]
+    assert [(d["Dimensions"], d["Values"], d["Counts"], d["Unit"]) for d in datums] == [
+        (
+            [{"Name": "Variant", "Value": "sd"}, {"Name": "PromptClass", "Value": "math"}, {"Name": "TestCase", "Value": "case"}],
+            [4.0],
+            [1],
+            "Count",
+        ),
+        ([{"Name": "Variant", "Value": "sd"}, {"Name": "PromptClass", "Value": "math"}], [4.0], [1], "Count"),
+    ]
