@@ -27,6 +27,7 @@ METRIC_DISPLAY: dict[str, tuple[str, str, str, float]] = {
     "TimePerOutputToken": ("TPOT", "tpot", "ms", 1000.0),
 }
 ACCEPTANCE_CHART, SPEEDUP_CHART = "acceptance", "speedup"
+STREAM_HISTOGRAM_CHART = "stream-acceptance-histogram"
 
 
 def latency_chart_name(metric: str) -> str:
@@ -38,6 +39,7 @@ def chart_titles() -> dict[str, str]:
     titles = {latency_chart_name(m.name): f"{m.title}: median per test case, 95% CI" for m in LATENCY_METRICS}
     titles[ACCEPTANCE_CHART] = "Draft acceptance: acceptance rate (accepted/drafted) and per-token acceptance a"
     titles[SPEEDUP_CHART] = "Time-per-output-token speedup: measured (95% CI) against the model's expectation"
+    titles[STREAM_HISTOGRAM_CHART] = "Acceptance length per request, measured from the stream, per prompt class (self-checked classes only)"
     return titles
 
 

@@ -158,3 +158,41 @@ def test_stream_acceptance_is_published_only_where_the_stream_passed_its_self_ch
         ),
         ([{"Name": "Variant", "Value": "sd"}, {"Name": "PromptClass", "Value": "math"}], [4.0], [1], "Count"),
     ]
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def class_run():
+    """Two prompt classes, a baseline and a k=4 service streaming known chunk sizes."""
+    records = []
+    for prompt_class, decode in (("code", [4, 5, 3]), ("qa", [2, 1, 2])):
+        for index in range(4):
+            base = record([1, 1, 1, 1, 1], variant="base", prompt_class=prompt_class, index=index)
+            spec = record([1, *decode, 1], variant="sd", prompt_class=prompt_class, index=index)
+            for r in (base, spec):
+                r.test_case = prompt_class
+                r.output_sha256 = "same"
+            records += [base, spec]
+    return run_json(), records
+
+
+def test_the_report_shows_the_acceptance_matrix_and_histogram_per_class(tmp_path):
+    pytest.importorskip("matplotlib")
+    from specbench.aggregate import summarize_run
+    from specbench.report import acceptance_matrix, write_report
+
+    run, records = class_run()
+    summary = summarize_run(run, records, {}, baseline="base", resamples=100)
+    table = acceptance_matrix(summary)
+    assert [row[:6] for row in table.rows] == [
+        ("code", "sd", "4", "4.00 (4.00-4.00)", "75.0% (75.0-75.0)", "ok"),  # every request the same: no spread
+        ("qa", "sd", "4", "1.67 (1.67-1.67)", "16.7% (16.7-16.7)", "ok"),
+    ]
+    assert [row[6:] for row in table.rows] == [("4:4", "n/a (missing)", "n/a"), ("1.5:4", "n/a (missing)", "n/a")]
+    comparison = summary.group("code").comparisons[0]
+    assert comparison.acceptance_source == "stream"  # /metrics had nothing: the self-checked stream stands in
+    assert comparison.acceptance.source == "mean-acceptance-length" and comparison.expected_speedup is not None
+    written = write_report(summary, tmp_path)
+    assert written["stream-acceptance-histogram"].read_bytes()[:4] == b"\x89PNG"
+    assert "Acceptance per prompt class" in written["markdown"].read_text()
