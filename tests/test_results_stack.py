@@ -215,6 +215,7 @@ def test_lambda_zip_leaves_out_caches_and_reports_a_missing_module(tmp_path):
     (handler_dir / "__pycache__" / "handler.cpython-311.pyc").write_bytes(b"\0")
     package_dir.mkdir()
     for name in bundle.LAMBDA_MODULES:
+        (package_dir / name).parent.mkdir(parents=True, exist_ok=True)  # analysis/ holds a module too
         (package_dir / name).write_text("")
     (package_dir / "cli.py").write_text("")
     assert _names(bundle.lambda_zip_bytes(handler_dir, package_dir)) == sorted(
@@ -293,6 +294,7 @@ def test_a_third_party_or_left_out_import_is_caught(tmp_path):
     package_dir.mkdir()
     (handler_dir / "handler.py").write_text("import json\nfrom specbench import aggregate\nfrom specbench.cli import main\n")
     for name in bundle.LAMBDA_MODULES:
+        (package_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (package_dir / name).write_text("from __future__ import annotations\nimport boto3\nfrom . import records\n")
     (package_dir / "aggregate.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mypy_boto3_s3\n"
@@ -318,6 +320,7 @@ def test_adding_a_third_party_import_to_the_real_aggregate_module_is_caught(tmp_
     for path in bundle.LAMBDA_HANDLER_DIR.glob("*.py"):
         (handler_dir / path.name).write_bytes(path.read_bytes())
     for name in bundle.LAMBDA_MODULES:
+        (package_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (package_dir / name).write_bytes((bundle.PACKAGE_DIR / name).read_bytes())
     with (package_dir / "aggregate.py").open("a") as module:
         module.write("\nimport aiohttp\n")

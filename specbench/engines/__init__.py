@@ -40,8 +40,9 @@ class LoadSpec:
     api: str = "chat"
     ignore_eos: bool = False
     # Qwen3's thinking mode, set explicitly on every chat request: it changes what is generated and so
-    # the acceptance. vLLM passes chat_template_kwargs to the chat template (Qwen's vLLM guide:
-    # https://qwen.readthedocs.io/en/latest/deployment/vllm.html#thinking-non-thinking-modes).
+    # the acceptance. vLLM hands chat_template_kwargs to the chat template renderer (vllm-project/vllm
+    # vllm/entrypoints/openai/protocol.py, ChatCompletionRequest.chat_template_kwargs); Qwen's vLLM guide:
+    # https://qwen.readthedocs.io/en/latest/deployment/vllm.html#thinking-non-thinking-modes
     enable_thinking: bool = False
 
     def sampling_params(self) -> dict:

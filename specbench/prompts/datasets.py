@@ -79,7 +79,8 @@ class DatasetSource:
     def location(self, hub_endpoint: str = HUB_ENDPOINT, github_raw: str = GITHUB_RAW) -> str:
         """Where the file is fetched from: revision-pinned URLs, never a branch."""
         if self.hub:
-            # huggingface_hub's hf_hub_url: {endpoint}/datasets/{repo_id}/resolve/{revision}/{filename}
+            # huggingface_hub's hf_hub_url (constants.HUGGINGFACE_CO_URL_TEMPLATE, "{endpoint}/{repo_id}/resolve/
+            # {revision}/{filename}", a dataset's repo_id prefixed "datasets/"); HF_ENDPOINT overrides the endpoint.
             return f"{hub_endpoint.rstrip('/')}/datasets/{self.hub}/resolve/{self.revision}/{self.path}"
         if self.github:
             return f"{github_raw.rstrip('/')}/{self.github}/{self.revision}/{self.path}"
