@@ -246,3 +246,29 @@ def test_the_cluster_config_refuses_a_dataset_suite_the_job_cannot_run(tmp_path)
     local.write_text(json.dumps(hub_suite(hub="", revision="", url="classes.jsonl")))
     (problem,) = dataset_suite_problems("benchmark.suite_file", str(local), "native")
     assert problem.problem == "dataset hub is at classes.jsonl, which the benchmark pod cannot read"
+
+
+def test_the_s3_cache_stores_by_digest_and_serves_reruns(tmp_path):
+    boto3 = pytest.importorskip("boto3")
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-2")
+        client.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        cache = datasets.open_cache("s3://data/datasets", region="us-east-2")
+        assert cache.location == "s3://data/datasets/" and cache.get(FIXTURE_SHA) is None  # a miss, not an error
+        with loopback_hub(tmp_path / "hub") as endpoint:
+            first = parse_suite(hub_suite(), "hub.json").materialize(cache, hub_endpoint=endpoint)
+        body = client.get_object(Bucket="data", Key=f"datasets/{FIXTURE_SHA}")["Body"].read()
+        assert body == FIXTURE.read_bytes()
+        again = parse_suite(hub_suite(), "hub.json").materialize(cache, hub_endpoint="http://127.0.0.1:9")
+        assert again.to_dict() == first.to_dict()
+        with pytest.raises(datasets.DatasetError, match=r"^dataset cache s3://missing/datasets/: "):
+            datasets.open_cache("s3://missing/datasets/", region="us-east-2").get(FIXTURE_SHA)
+
+
+def test_a_cache_that_cannot_be_written_is_one_error(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    with loopback_hub(tmp_path / "hub") as endpoint, pytest.raises(datasets.DatasetError) as raised:
+        parse_suite(hub_suite(), "hub.json").materialize(datasets.DirCache(tmp_path / "file" / "cache"), hub_endpoint=endpoint)
+    assert str(raised.value).startswith(f"dataset cache {tmp_path / 'file' / 'cache'}: cannot store {FIXTURE_SHA}: ")

@@ -241,7 +241,10 @@ def fetch(source: DatasetSource, cache: Cache | None = None, base_dir: Path | No
     if digest != source.sha256:
         raise DatasetError(f"dataset {source.name}: {location} has sha256 {digest}, the suite pins {source.sha256}")
     if cache is not None:
-        cache.put(source.sha256, data)
+        try:
+            cache.put(source.sha256, data)
+        except OSError as error:
+            raise DatasetError(f"dataset cache {cache.location}: cannot store {source.sha256}: {error}") from None
     return data
 
 
