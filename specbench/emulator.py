@@ -846,13 +846,23 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--legacy-gauges", action="store_true", help="expose vLLM V0's speculative metrics")
     parser.add_argument(
+        "--coalesce-chunks",
+        type=int,
+        default=0,
+        help="send every N content chunks as one event, as a buffering proxy would (0: one per step)",
+    )
+    parser.add_argument(
         "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
     )
     args = parser.parse_args(argv)
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
+    if args.coalesce_chunks < 0:
+        parser.error("--coalesce-chunks must be >= 0")
     profiles = {
-        name: dataclasses_replace(profile, seed=args.seed, legacy_gauges=args.legacy_gauges and profile.speculative)
+        name: dataclasses_replace(
+            profile, seed=args.seed, legacy_gauges=args.legacy_gauges and profile.speculative, coalesce_chunks=args.coalesce_chunks
+        )
         for name, profile in default_profiles(args.time_scale).items()
     }
     ports = dict(zip(profiles, (args.baseline_port, args.speculative_port), strict=True))
