@@ -192,7 +192,8 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                     + " |"
                 )
         note = (
-            f"Speedup = baseline median / speculative median, 95% bootstrap CI in parentheses. a = per-token acceptance; "
+            f"Speedup = baseline median / speculative median, 95% bootstrap CI in parentheses. Acceptance = vLLM's "
+            "accepted/drafted tokens from /metrics, else measured from the stream where marked (stream); a = per-token acceptance; "
             f"expected = E/(k·c+1) with c = {summary.draft_cost_ratio}; short of model = the whole CI of the time-per-output-token "
             "speedup lies below it."
         )

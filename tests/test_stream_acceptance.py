@@ -196,3 +196,12 @@ def test_the_report_shows_the_acceptance_matrix_and_histogram_per_class(tmp_path
     written = write_report(summary, tmp_path)
     assert written["stream-acceptance-histogram"].read_bytes()[:4] == b"\x89PNG"
     assert "Acceptance per prompt class" in written["markdown"].read_text()
+
+
+def test_the_dashboard_names_the_stream_when_it_stands_in_for_metrics():
+    from specbench.dashboard import _acceptance_cell
+
+    assert _acceptance_cell(0.5, "metrics", {"reliable": True, "acceptance_rate": 0.4}) == "50.0%"
+    assert _acceptance_cell(None, "stream", {"reliable": True, "acceptance_rate": 0.4}) == "40.0% (stream)"
+    assert _acceptance_cell(None, "missing", {"reliable": False, "acceptance_rate": 1.8}) == "- (stream unreliable)"
+    assert _acceptance_cell(None, "missing", {}) == "-"
