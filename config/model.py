@@ -156,9 +156,10 @@ class BenchmarkSettings:
     )
     suite_file: str = setting(
         "",
-        "JSON suite file (format as `specbench/suites/reference.json`; dataset sources as `specbench/prompts/suites/classes.json`), "
-        "relative to where you run cdk, or `builtin:classes` (Spec-Bench's six prompt classes, code and JSON from pinned "
-        "public datasets); checked at synth. Empty = the built-in reference suite (8 test cases).",
+        "JSON suite file (format as `specbench/prompts/suites/reference.json`; dataset sources as "
+        "`specbench/prompts/suites/classes.json`), relative to where you run cdk, or `builtin:classes` (Spec-Bench's six "
+        "prompt classes, code and JSON from pinned public datasets); checked at synth. Empty = the built-in reference suite "
+        "(8 test cases).",
     )
     thinking_mode: bool = setting(
         False,

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from specbench import cli
-from specbench.emulator import EmulatorServer, default_profiles
+from specbench.emulator.server import EmulatorServer, default_profiles
 from specbench.prompts import datasets
-from specbench.records import read_jsonl
-from specbench.store import LocalStore, RunStore
-from specbench.suite import SuiteError, load_suite, parse_suite
+from specbench.prompts.suite import SuiteError, load_suite, parse_suite
+from specbench.results.records import read_jsonl
+from specbench.results.store import LocalStore, RunStore
 
 FIXTURE = Path(__file__).parents[1] / "specbench" / "prompts" / "fixtures" / "classes.jsonl"
 FIXTURE_SHA = hashlib.sha256(FIXTURE.read_bytes()).hexdigest()

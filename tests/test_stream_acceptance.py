@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 
 from specbench.analysis import stream_acceptance as sa
-from specbench.emulator import EmulatorProfile, EmulatorServer
-from specbench.engines import Endpoint, LoadSpec, PreparedCase
-from specbench.engines.native import NativeEngine
-from specbench.records import COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, RequestRecord, stream_metrics
-from specbench.suite import TestCase
+from specbench.emulator.server import EmulatorProfile, EmulatorServer
+from specbench.load.native import NativeEngine
+from specbench.load.types import Endpoint, LoadSpec, PreparedCase
+from specbench.prompts.suite import TestCase
+from specbench.results.records import COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, RequestRecord, stream_metrics
 
 K = 4
 
@@ -139,7 +139,7 @@ def run_json(k=K):
 
 
 def test_stream_acceptance_is_published_only_where_the_stream_passed_its_self_check():
-    from specbench.results import reliable_stream_records, run_datums
+    from specbench.outputs.publish import reliable_stream_records, run_datums
 
     good = [record([1, 1, 1, 1], variant="base"), record([1, 3, 5, 2], variant="sd")]
     coalesced = [record([1, 2, 1, 1], variant="base"), record([1, 3, 5, 2], variant="sd")]
@@ -179,8 +179,8 @@ def class_run():
 
 def test_the_report_shows_the_acceptance_matrix_and_histogram_per_class(tmp_path):
     pytest.importorskip("matplotlib")
-    from specbench.aggregate import summarize_run
-    from specbench.report import acceptance_matrix, write_report
+    from specbench.analysis.aggregate import summarize_run
+    from specbench.outputs.report import acceptance_matrix, write_report
 
     run, records = class_run()
     summary = summarize_run(run, records, {}, baseline="base", resamples=100)
@@ -199,7 +199,7 @@ def test_the_report_shows_the_acceptance_matrix_and_histogram_per_class(tmp_path
 
 
 def test_the_dashboard_names_the_stream_when_it_stands_in_for_metrics():
-    from specbench.dashboard import _acceptance_cell
+    from specbench.outputs.dashboard import _acceptance_cell
 
     assert _acceptance_cell(0.5, "metrics", {"reliable": True, "acceptance_rate": 0.4}) == "50.0%"
     assert _acceptance_cell(None, "stream", {"reliable": True, "acceptance_rate": 0.4}) == "40.0% (stream)"

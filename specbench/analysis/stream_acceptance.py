@@ -23,10 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specbench.records import COUNT_FROM_USAGE, RequestRecord
-
-# specbench.stats is imported where the pooled figures need it: the benchmark Job's zip leaves the
-# results modules out (bundle.RESULTS_MODULES) and publishes with per_request and self_check alone.
+from specbench.analysis import stats
+from specbench.results.records import COUNT_FROM_USAGE, RequestRecord
 
 SOURCE_STREAM = "stream"
 SOURCE_METRICS = "metrics"
@@ -55,8 +53,8 @@ class ClassAcceptance:
 
     source: str
     requests: int  # requests with a stream figure
-    mean_acceptance_length: Any  # stats.Interval
-    acceptance_rate: Any  # stats.Interval
+    mean_acceptance_length: stats.Interval
+    acceptance_rate: stats.Interval
     histogram: dict[str, int] = field(default_factory=dict)  # bin lower edge -> requests
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,11 +111,9 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def pooled(records: Iterable[RequestRecord], k: int | None, seed: int = 0, **options: Any) -> tuple[Any, Any]:
+def pooled(records: Iterable[RequestRecord], k: int | None, seed: int = 0, **options: Any) -> tuple[stats.Interval, stats.Interval]:
     """Mean over requests (each request weighs the same) of the acceptance length, and the rate
-    (L - 1) / k, each a stats.Interval with its percentile-bootstrap CI (the rate's is the length's, mapped)."""
-    from specbench import stats
-
+    (L - 1) / k, each with its percentile-bootstrap CI (the rate's is the length's, mapped)."""
     lengths = [a.length for r in records if (a := per_request(r, k)) is not None]
     length = stats.bootstrap_ci((lengths,), _mean, seed=seed, **options) if lengths else stats.Interval(None)
     rate = stats.Interval(
@@ -141,8 +137,6 @@ def histogram(records: Iterable[RequestRecord], k: int | None) -> dict[str, int]
 
 def by_class(records: Iterable[RequestRecord], k: int | None, seed: int = 0, **options: Any) -> dict[str, ClassAcceptance]:
     """Pooled stream acceptance per prompt class, classes in order of first appearance."""
-    from specbench import stats
-
     groups: dict[str, list[RequestRecord]] = {}
     for record in records:
         groups.setdefault(record.prompt_class, []).append(record)

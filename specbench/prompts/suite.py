@@ -33,9 +33,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specbench.jsonfile import JsonFileError, read_json_file
 from specbench.prompts import datasets
-
-from .jsonfile import JsonFileError, read_json_file
 
 STRUCTURED = "structured"
 OPEN_ENDED = "open-ended"
@@ -198,18 +197,14 @@ def _parse_case(item: Any, where: str, sources: set[str]) -> TestCase:
 
 
 def builtin_suite(name: str) -> Suite:
-    """A suite shipped in specbench/suites/ (read through the package loader: works from the zip too)."""
-    data = None
-    for path in (f"suites/{name}.json", f"prompts/suites/{name}.json"):  # the latter: dataset suites (layout.md)
-        try:
-            data = pkgutil.get_data("specbench", path)
-        except OSError:
-            continue
-        if data is not None:
-            break
+    """A suite shipped in specbench/prompts/suites/ (read through the package loader: works from the zip too)."""
+    try:
+        data = pkgutil.get_data("specbench.prompts", f"suites/{name}.json")
+    except OSError:
+        data = None
     if data is None:
         raise SuiteError(f"built-in suite {name!r} not found; shipped: reference, classes, classes-offline")
-    return parse_suite(json.loads(data), f"specbench/suites/{name}.json")
+    return parse_suite(json.loads(data), f"specbench/prompts/suites/{name}.json")
 
 
 # The reference run's eight test cases (../shared/REFERENCE.md section 2), each tagged by class;

@@ -10,11 +10,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from specbench.analysis import stream_acceptance
-
-from . import cloudwatch
-from .records import RequestRecord
-from .runfiles import load_acceptance, load_records
-from .store import RunStore
+from specbench.outputs import cloudwatch
+from specbench.results.records import RequestRecord
+from specbench.results.runfiles import load_acceptance, load_records
+from specbench.results.store import RunStore
 
 
 def reliable_stream_records(records: list[RequestRecord], run: dict[str, Any] | None) -> list[RequestRecord]:
