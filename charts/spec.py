@@ -268,6 +268,7 @@ class BenchmarkSpec:
     settings_json: str  # snapshot of the deployment, stored with every run
     bundle: bytes  # the specbench zip application
     suite_json: str = ""  # empty: the built-in reference suite
+    enable_thinking: bool = False  # Qwen3 thinking mode of chat requests (benchmark.thinking_mode)
 
     def __post_init__(self) -> None:
         problems = []
@@ -298,6 +299,10 @@ class BenchmarkSpec:
     @property
     def results_uri(self) -> str:
         return f"s3://{self.bucket_name}/{layout.RESULTS_PREFIX}"
+
+    @property
+    def dataset_cache_uri(self) -> str:
+        return f"s3://{self.bucket_name}/{layout.DATASETS_PREFIX}"
 
     def digest(self) -> str:
         """8 hex digits naming the Job. The bucket is left out: in the CDK app it is a token whose
@@ -346,6 +351,7 @@ def benchmark_spec(config: PlatformConfig, plan: ServingPlan) -> BenchmarkSpec:
         + "\n",
         bundle=bundle.zipapp_bytes(),
         suite_json=json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if b.suite_file else "",
+        enable_thinking=b.thinking_mode,
     )
 
 

@@ -3,10 +3,11 @@
 These are contracts between components, not tunables, so they are constants rather than settings.
 """
 
-# One data bucket, three prefixes (documented in docs/architecture.md, "Storage").
+# One data bucket, four prefixes (documented in docs/architecture.md, "Storage").
 MODELS_PREFIX = "models/"  # Hugging Face weights, one folder per model id
 ARTIFACTS_PREFIX = "neuron-artifacts/"  # compiled Neuron graphs, one folder per serving config hash
 RESULTS_PREFIX = "results/"  # benchmark runs, one folder per run id
+DATASETS_PREFIX = "datasets/"  # dataset files a suite names, one object per sha256 (reruns read the same bytes)
 
 # Node labels and taints the charts select on.
 NODE_POOL_LABEL = "specdecode/pool"

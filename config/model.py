@@ -156,8 +156,15 @@ class BenchmarkSettings:
     )
     suite_file: str = setting(
         "",
-        "JSON suite file (format as `specbench/prompts/suites/reference.json`), relative to where you run cdk; checked at synth. "
-        "Empty = the built-in reference suite (8 test cases).",
+        "JSON suite file (format as `specbench/prompts/suites/reference.json`; dataset sources as "
+        "`specbench/prompts/suites/classes.json`), relative to where you run cdk, or `builtin:classes` (Spec-Bench's six "
+        "prompt classes, code and JSON from pinned public datasets); checked at synth. Empty = the built-in reference suite "
+        "(8 test cases).",
+    )
+    thinking_mode: bool = setting(
+        False,
+        "Qwen3 thinking mode of every chat request, sent as `chat_template_kwargs.enable_thinking` (it changes what is "
+        "generated and so the acceptance).",
     )
     input_tokens: int = setting(64, "Input tokens per request.")
     output_tokens: int = setting(600, "Output tokens per request.")

@@ -488,6 +488,7 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
         yield Problem("benchmark.engine", b.engine, "is not a benchmark engine", ", ".join(catalog.BENCHMARK_ENGINES))
     yield from image_problems("benchmark.image", b.image)
     yield from suite_file_problems("benchmark.suite_file", b.suite_file)
+    yield from dataset_suite_problems("benchmark.suite_file", b.suite_file, b.engine)
     yield from _range("benchmark.input_tokens", b.input_tokens, 1, 131072)
     yield from _range("benchmark.output_tokens", b.output_tokens, 1, 131072)
     yield from _range("benchmark.concurrent_requests", b.concurrent_requests, 1, 1024)
@@ -528,6 +529,25 @@ def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
         load_suite(path)
     except SuiteError as err:
         yield Problem(key, path, str(err), "a JSON suite file as described in specbench/prompts/suite.py, or empty for the reference suite")
+
+
+def dataset_suite_problems(key: str, path: str, engine: str) -> Iterable[Problem]:
+    """A suite that draws dataset prompts runs in the Job only with the native engine (chat messages per
+    request), and only from sources the pod can reach: the hub, GitHub or an https URL (a local path
+    next to the suite file is not in the pod)."""
+    try:
+        suite = load_suite(path) if path else None
+    except SuiteError:
+        return  # suite_file_problems reports it
+    if suite is None or not suite.sources:
+        return
+    if engine != "native":
+        yield Problem("benchmark.engine", engine, f"cannot send the dataset prompts of suite {path}", "native")
+    for source in suite.sources:
+        if source.url and not source.url.startswith("https://"):
+            yield Problem(
+                key, path, f"dataset {source.name} is at {source.url}, which the benchmark pod cannot read", "hub, github or an https url"
+            )
 
 
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:

@@ -5,7 +5,10 @@
 2. runs the benchmark as the Job does (``specbench run`` with the deployment's settings snapshot),
    storing the run in the moto bucket and publishing its metrics to moto's CloudWatch;
 3. invokes the aggregation Lambda's handler on the S3 event of the run's ``publish.json``;
-4. writes the dashboard body it put, its summary, and the HTML/Markdown report with charts.
+4. writes the dashboard body it put, its summary, and the HTML/Markdown report with charts;
+5. runs the dataset-backed suite (``builtin:classes-offline``: the project's own fixtures for Spec-Bench's
+   six prompt classes, code and JSON) and prints acceptance measured from the stream and speedups
+   per class (its report in ``<out>/report-classes``).
 
 The emulators run at ``--time-scale`` (0.2 by default: every latency is a fifth of the real model's,
 speedups are unchanged), so a full 8-test-case suite takes about two minutes.
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-scale", type=float, default=0.2, help="emulated latencies x this (default: %(default)s)")
     parser.add_argument("--requests", type=int, default=8, help="requests per test case and service (default: %(default)s)")
     parser.add_argument("--test-case", action="append", help="run only these test cases (repeatable; default: all 8)")
+    parser.add_argument("--classes-suite", default="builtin:classes-offline", help="the dataset suite run after it ('' to skip)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         print(f"moto (S3, CloudWatch) at {endpoint}; emulators at {', '.join(f'{k}={v}' for k, v in urls.items())}", flush=True)
 
-        run_args = ["run", "--results", f"s3://{BUCKET}/{layout.RESULTS_PREFIX}", "--run-id", run_id, "--settings", str(settings_file)]
-        run_args += [arg for name, url in urls.items() for arg in ("--endpoint", f"{name}={url}")]
-        run_args += ["--requests", str(args.requests), "--namespace", config.benchmark.metrics_namespace, "--region", REGION]
-        run_args += [arg for case in args.test_case or [] for arg in ("--test-case", case)]
+        common = ["--results", f"s3://{BUCKET}/{layout.RESULTS_PREFIX}", "--settings", str(settings_file)]
+        common += [arg for name, url in urls.items() for arg in ("--endpoint", f"{name}={url}")]
+        common += ["--requests", str(args.requests), "--namespace", config.benchmark.metrics_namespace, "--region", REGION]
+        run_args = ["run", "--run-id", run_id, *common, *(arg for case in args.test_case or [] for arg in ("--test-case", case))]
         code = cli.main(run_args)
         if code != 0:
             print(f"demo: the benchmark exited with {code}", file=sys.stderr)
@@ -120,12 +124,32 @@ def main(argv: list[str] | None = None) -> int:
         (out / "aggregation.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
         files = runfiles.load_run(RunStore(S3Store(BUCKET, layout.RESULTS_PREFIX, s3), run_id))
+        classes = None
+        if args.classes_suite:
+            classes_id = run_id.replace("-demo00", "-demo01")
+            code = cli.main(["run", "--run-id", classes_id, *common, "--suite", args.classes_suite, "--no-publish"])
+            if code != 0:
+                print(f"demo: the dataset suite run exited with {code}", file=sys.stderr)
+                return code
+            classes = runfiles.load_run(RunStore(S3Store(BUCKET, layout.RESULTS_PREFIX, s3), classes_id))
     summary = aggregate.summarize_run(
         files.run, files.records, files.acceptance, baseline=config.serving.baseline_service, draft_cost_ratio=EMULATOR_DRAFT_COST_RATIO
     )
     from specbench.outputs.report import write_report
 
     written = write_report(summary, out / "report")
+    if classes is not None:
+        by_class = aggregate.summarize_run(
+            classes.run,
+            classes.records,
+            classes.acceptance,
+            baseline=config.serving.baseline_service,
+            draft_cost_ratio=EMULATOR_DRAFT_COST_RATIO,
+        )
+        write_report(by_class, out / "report-classes")
+        print()
+        print(class_table(by_class))
+        print(f"per-class report: {out / 'report-classes' / 'report.html'}")
     finished = time.perf_counter()
     print()
     print(summary.verdict)
@@ -136,6 +160,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {written['html']} and {written['markdown']}")
     print(f"wall time: {finished - started:.0f} s (benchmark {benchmark_done - started:.0f} s)")
     return 0
+
+
+def class_table(summary: aggregate.RunSummary) -> str:
+    """Per prompt class: the end-to-end and per-token speedups, and acceptance from the stream."""
+    from specbench.analysis.stats import format_interval
+    from specbench.outputs.report import acceptance_matrix
+
+    speedups = {
+        (group.name, c.variant): (
+            format_interval(c.speedups[aggregate.HEADLINE_METRIC]),
+            format_interval(c.speedups[aggregate.MODEL_METRIC]),
+        )
+        for group in summary.prompt_classes
+        for c in group.comparisons
+    }
+    lines = [
+        f"{'prompt class':<15} {'E2E speedup':<20} {'TPOT speedup':<20} {'acceptance length (stream)':<26} {'rate (stream)':<22} self-check"
+    ]
+    for row in acceptance_matrix(summary).rows:
+        e2e, tpot = speedups[(row[0], row[1])]
+        lines.append(f"{row[0]:<15} {e2e:<20} {tpot:<20} {row[3]:<26} {row[4]:<22} {row[5]}")
+    return "\n".join(lines)
 
 
 def aggregation_environment(config: PlatformConfig) -> dict[str, str]:

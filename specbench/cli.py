@@ -25,7 +25,8 @@ from pathlib import Path
 from specbench.jsonfile import JsonFileError, read_json_file
 from specbench.load import APIS, ENGINES
 from specbench.load.types import Endpoint, LoadSpec
-from specbench.prompts.suite import SuiteError, load_suite
+from specbench.prompts.datasets import DatasetError, open_cache
+from specbench.prompts.suite import Suite, SuiteError, load_suite
 from specbench.results.store import StoreError
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
@@ -57,7 +58,20 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="Qwen/Qwen3-32B", help="served model name sent in every request")
     run.add_argument("--engine", choices=ENGINES, default="native")
     run.add_argument("--api", choices=APIS, default="chat", help="chat completions (as llmperf) or completions")
-    run.add_argument("--suite", default="", help="suite JSON file (default: the eight reference test cases)")
+    run.add_argument(
+        "--suite", default="", help="suite JSON file, or builtin:NAME (reference, classes, classes-offline; default: builtin reference)"
+    )
+    run.add_argument(
+        "--dataset-cache",
+        default="",
+        help="directory or s3://BUCKET/datasets/ caching dataset files by sha256 (reruns read the same bytes)",
+    )
+    run.add_argument(
+        "--thinking",
+        choices=("off", "on"),
+        default="off",
+        help="Qwen3 thinking mode, sent as chat_template_kwargs.enable_thinking on every chat request (default: off)",
+    )
     run.add_argument("--test-case", action="append", default=[], help="run only this test case; repeat")
     run.add_argument("--input-tokens", type=positive_int, default=64)
     run.add_argument("--output-tokens", type=positive_int, default=600, help="max_tokens of every request")
@@ -104,6 +118,8 @@ def parser() -> argparse.ArgumentParser:
 
     suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
     suite.add_argument("--suite", default="")
+    suite.add_argument("--fetch", action="store_true", help="also fetch, check and sample its dataset sources")
+    suite.add_argument("--dataset-cache", default="")
 
     # Parsed by the emulator itself (main() hands it the rest of the line); listed here for --help.
     commands.add_parser("emulate", help="serve emulated baseline and speculative endpoints on 127.0.0.1 (see emulate --help)")
@@ -131,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "report":
             return command_report(args)
         return command_suite(args)
-    except SuiteError as error:
+    except (SuiteError, DatasetError) as error:
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
     except StoreError as error:  # a results location that cannot be written (import-llmperf, publish)
@@ -180,10 +196,29 @@ def failed_services(records: list) -> list[str]:
 
 def command_suite(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite)
+    if args.fetch:
+        suite = suite.materialize(open_cache(args.dataset_cache))
     print(f"suite {suite.name!r}: {len(suite.test_cases)} test cases")
     for case in suite.test_cases:
-        print(f"  {case.name:<20} {case.prompt_class:<11} {case.text!r}")
+        if case.dataset:
+            drawn = f" drew {', '.join(item.id for item in case.items)}" if case.items else ""
+            what = f"{case.sample} from {case.dataset} {list(case.categories) or ''}{drawn}"
+        else:
+            what = repr(case.text)
+        print(f"  {case.name:<20} {case.prompt_class:<14} {what}")
+    for source in suite.sources:
+        print(f"  dataset {source.name}: {source.location()} ({source.licence}, sha256 {source.sha256[:12]}...)")
     return 0
+
+
+def dataset_suite(suite: Suite, args: argparse.Namespace) -> Suite:
+    """The suite with its dataset prompts drawn (fetched, checked, cached), before any traffic; a
+    dataset suite needs the native engine and the chat API (its prompts are chat messages)."""
+    if not suite.sources:
+        return suite
+    if args.engine != "native" or args.api != "chat":
+        raise DatasetError(f"suite {suite.name!r} draws dataset prompts (chat messages): use --engine native --api chat")
+    return suite.materialize(open_cache(args.dataset_cache, args.region))
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -204,7 +239,7 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     plan = RunPlan(
         endpoints=endpoints,
-        suite=load_suite(args.suite).select(args.test_case),
+        suite=dataset_suite(load_suite(args.suite).select(args.test_case), args),
         load=LoadSpec(
             model=args.model,
             max_tokens=args.output_tokens,
@@ -215,6 +250,7 @@ def command_run(args: argparse.Namespace) -> int:
             seed=args.seed,
             api=args.api,
             ignore_eos=args.ignore_eos,
+            enable_thinking=args.thinking == "on",
         ),
         input_tokens=args.input_tokens,
         engine=args.engine,

@@ -16,7 +16,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -85,7 +85,10 @@ class RunResult:
 
 
 def prepare_case(case: TestCase, plan: RunPlan, log: Log) -> tuple[PreparedCase, str]:
-    """The prompt for a test case, sized with the served model's tokenizer via the first endpoint."""
+    """The prompt for a test case, sized with the served model's tokenizer via the first endpoint.
+    A dataset case sends its sampled prompts as they are: each request's size comes from usage."""
+    if case.items:
+        return PreparedCase(case, "", 0), f"dataset prompts as sampled ({len(case.items)}), sizes from the stream's usage"
     preamble = LLMPERF_PREAMBLE.format(output_tokens=plan.load.max_tokens)
     counter = token_counter(plan.endpoints[0], plan.load.model)
     try:
@@ -98,9 +101,18 @@ def prepare_case(case: TestCase, plan: RunPlan, log: Log) -> tuple[PreparedCase,
 
 
 def outputs_match(records: list[RequestRecord]) -> bool | None:
-    """Whether every successful request of the case produced the same text (greedy and lossless)."""
-    digests = {record.output_sha256 for record in records if record.ok and record.output_sha256}
-    return None if not digests else len(digests) == 1
+    """Whether every successful request of one prompt produced the same text (greedy and lossless);
+    a dataset case's prompts (prompt_id) are compared each with itself."""
+    digests: dict[str, set[str]] = {}
+    for record in records:
+        if record.ok and record.output_sha256:
+            digests.setdefault(record.prompt_id, set()).add(record.output_sha256)
+    return None if not digests else all(len(found) == 1 for found in digests.values())
+
+
+def case_load(load: LoadSpec, case: TestCase) -> LoadSpec:
+    """The load of one test case: its own max_tokens when the suite gives one (a summary is short, code long)."""
+    return replace(load, max_tokens=case.max_tokens) if case.max_tokens else load
 
 
 async def read_acceptance_snapshots(endpoints: tuple[Endpoint, ...], model: str) -> dict[str, tuple[Any, str]]:
@@ -183,8 +195,9 @@ class Runner:
         try:
             # Every endpoint's engine runs to its end (or is cancelled with the others) before anything
             # is written: one engine raising must not cut another's records short.
+            load = case_load(self.plan.load, case)
             outcomes = await asyncio.gather(
-                *(self.engine.run(e, prepared, self.plan.load, self.store.run_id, on_record) for e in endpoints), return_exceptions=True
+                *(self.engine.run(e, prepared, load, self.store.run_id, on_record) for e in endpoints), return_exceptions=True
             )
         finally:
             bar.close()
@@ -218,12 +231,12 @@ class Runner:
         return outcome
 
     def _write_llmperf_files(self, case: TestCase, records: list[RequestRecord], elapsed: float, timestamp: int) -> None:
-        load = self.plan.load
+        load = case_load(self.plan.load, case)
         for endpoint in self.plan.endpoints:
             run = llmperf_format.LlmperfRun(
                 model=load.model,
                 input_tokens=self.plan.input_tokens,
-                output_tokens=load.max_tokens,
+                output_tokens=load.max_tokens,  # the case's own when the suite sets one
                 concurrency=load.concurrency,
                 sampling_params=load.sampling_params(),
                 elapsed_s=elapsed,

@@ -54,8 +54,10 @@ def prefix_read_write_statements(bucket: s3.IBucket, prefixes: Sequence[str]) ->
 
 
 def benchmark_statements(bucket: s3.IBucket, metrics_namespace: str) -> list[iam.PolicyStatement]:
-    """Least privilege for ``specbench run``: objects under results/, and its metrics namespace."""
-    results = layout.RESULTS_PREFIX
+    """Least privilege for ``specbench run``: objects under results/, its dataset cache under datasets/
+    (read a cached file, store a fetched one; listing lets a missing key read as 404, not 403), and its
+    metrics namespace."""
+    results, cached = layout.RESULTS_PREFIX, layout.DATASETS_PREFIX
     return [
         # PutMetricData has no resource-level permissions; the namespace condition is its scope.
         iam.PolicyStatement(
@@ -63,9 +65,14 @@ def benchmark_statements(bucket: s3.IBucket, metrics_namespace: str) -> list[iam
             resources=["*"],
             conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
         ),
-        iam.PolicyStatement(actions=["s3:PutObject", "s3:GetObject"], resources=[bucket.arn_for_objects(f"{results}*")]),
         iam.PolicyStatement(
-            actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions={"StringLike": {"s3:prefix": f"{results}*"}}
+            actions=["s3:PutObject", "s3:GetObject"],
+            resources=[bucket.arn_for_objects(f"{results}*"), bucket.arn_for_objects(f"{cached}*")],
+        ),
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{results}*", f"{cached}*"]}},
         ),
     ]
 
@@ -139,4 +146,9 @@ class DataBucket(Construct):
             self.benchmark_role,
             wildcard_finding(self, self.bucket.bucket_arn, f"/{layout.RESULTS_PREFIX}*"),
             f"Object access is limited to the {layout.RESULTS_PREFIX} prefix, where each benchmark run writes its own folder.",
+        )
+        acknowledge(
+            self.benchmark_role,
+            wildcard_finding(self, self.bucket.bucket_arn, f"/{layout.DATASETS_PREFIX}*"),
+            f"Object access is limited to the {layout.DATASETS_PREFIX} prefix: the dataset cache, one object per file sha256.",
         )

@@ -52,6 +52,10 @@ DEFAULT_FLAGS = [
     "18000",
     "--results",
     f"s3://{BUCKET}/results/",
+    "--dataset-cache",
+    f"s3://{BUCKET}/datasets/",  # the dataset cache: reruns read the same bytes
+    "--thinking",
+    "off",  # Qwen3 thinking mode, set explicitly
     "--namespace",
     "Qwen/LLMPerf",
     "--region",
@@ -371,6 +375,8 @@ JOB_FILES = (
     "__main__.py",
     "analysis/__init__.py",
     "analysis/acceptance.py",
+    "analysis/stats.py",  # stream_acceptance's pooled figures
+    "analysis/stream_acceptance.py",  # publish: StreamAcceptanceLength where the self-check passed
     "aws_retry.py",
     "cli.py",
     "jsonfile.py",
@@ -384,7 +390,11 @@ JOB_FILES = (
     "outputs/cloudwatch.py",
     "outputs/publish.py",
     "prompts/__init__.py",
+    "prompts/datasets.py",
+    "prompts/fixtures/classes.jsonl",  # the offline fixtures: the suite that names them runs from the zip
     "prompts/suite.py",
+    "prompts/suites/classes-offline.json",
+    "prompts/suites/classes.json",
     "prompts/suites/reference.json",
     "results/__init__.py",
     "results/importer.py",
@@ -415,7 +425,10 @@ def test_bundle_imports_from_the_zip_alone(tmp_path):
     """The package works from the zip, away from the source tree (no cli needed for this)."""
     target = tmp_path / "specbench.pyz"
     target.write_bytes(bundle.zipapp_bytes())
-    code = "import specbench.prompts.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
+    code = (
+        "import specbench.prompts.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases), "
+        "len(s.load_suite('builtin:classes-offline').materialize().test_cases[0].items))"
+    )
     result = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {code}"],
         cwd=tmp_path,
@@ -424,7 +437,7 @@ def test_bundle_imports_from_the_zip_alone(tmp_path):
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(str(target)) and result.stdout.split()[-1] == "8"
+    assert result.stdout.startswith(str(target)) and result.stdout.split()[-2:] == ["8", "3"]
 
 
 def test_bundle_runs_as_a_zip_application(tmp_path):

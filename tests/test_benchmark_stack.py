@@ -76,11 +76,15 @@ def test_benchmark_role_may_touch_only_results_and_its_metrics_namespace(data):
         },
         {
             "Action": "s3:ListBucket",
-            "Condition": {"StringLike": {"s3:prefix": "results/*"}},
+            "Condition": {"StringLike": {"s3:prefix": ["results/*", "datasets/*"]}},
             "Effect": "Allow",
             "Resource": arn,
         },
-        {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": {"Fn::Join": ["", [arn, "/results/*"]]}},
+        {
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Effect": "Allow",
+            "Resource": [{"Fn::Join": ["", [arn, "/datasets/*"]]}, {"Fn::Join": ["", [arn, "/results/*"]]}],  # CDK sorts them
+        },
     ]
 
 
@@ -94,6 +98,8 @@ def test_benchmark_manifest_names_the_bucket_region_and_every_endpoint(variant_p
     (job,) = [o for o in objects if o["kind"] == "Job"]
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--results") + 1] == f"s3://{BUCKET}/results/"
+    assert args[args.index("--dataset-cache") + 1] == f"s3://{BUCKET}/datasets/"
+    assert args[args.index("--thinking") + 1] == "off"
     assert args[args.index("--region") + 1] == "us-east-2"
     endpoints = [v for k, v in zip(args, args[1:], strict=False) if k == "--endpoint"]
     assert endpoints == [f"{n}=http://{n}:8000" for n in ("qwen-vllm", "qwen-sd-vllm", "qwen-sd-k4")]

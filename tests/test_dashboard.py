@@ -42,9 +42,9 @@ def metric_widgets(body: dict, title_start: str) -> list[dict]:
 def test_complete_body_follows_cloudwatch_rules(complete):
     body = dashboard.body(complete, SETTINGS)
     assert dashboard.problems(SETTINGS.name, body) == []
-    # header, speedup and percentile tables, 4 latency bars, TPOT over time, published speedups, 2 acceptance,
-    # errors, 3 Neuron
-    assert len(body["widgets"]) == 15
+    # header, speedup and percentile tables, 4 latency bars, TPOT over time, published speedups, 3 acceptance
+    # (/metrics rate and length, stream length), errors, 3 Neuron
+    assert len(body["widgets"]) == 16
     assert body["start"] == "-PT24H"
 
 

@@ -27,7 +27,7 @@ def test_persisted_labels_and_codes_are_pinned():
 
 def test_figure_definitions_name_every_figure_of_the_record():
     figures = {f for f in IDENTITY} | {"error_code", "error_msg", "input_tokens", "token_count_source", "output_sha256"}
-    figures |= {"sent_monotonic_s", "chunk_tokens"}
+    figures |= {"sent_monotonic_s", "chunk_tokens", "prompt_id"}
     record_fields = set(json.loads(RequestRecord(**IDENTITY).to_json()))
     assert set(records.FIGURE_DEFINITIONS) == record_fields - figures
 
@@ -53,6 +53,9 @@ def test_a_failed_requests_whole_record():
         "sent_monotonic_s": None,
         "chunk_times_s": [],
         "chunk_tokens": [],
+        "prompt_id": "",
+        "acceptance_length": None,
+        "acceptance_chunks": 0,
         "llmperf_ttft_s": None,
         "llmperf_end_to_end_latency_s": None,
         "llmperf_chunks": None,
@@ -107,6 +110,8 @@ def test_stream_metrics_whole_result():
         "input_tokens": 11,
         "output_tokens": 8,
         "chunks": 4,
+        "acceptance_length": 2.0,  # the decode chunks (2, 2): prefill and last chunk left out
+        "acceptance_chunks": 2,
     }
 
 
@@ -121,6 +126,8 @@ def test_stream_metrics_one_chunk_and_zero_end_to_end_latency():
         "input_tokens": None,
         "output_tokens": 1,
         "chunks": 1,
+        "acceptance_length": None,
+        "acceptance_chunks": 0,
     }
     assert stream_metrics([0.5], [3], 0.5, 7)["output_throughput_tps"] == 6.0
 
@@ -160,6 +167,9 @@ def test_figure_definitions_stored_in_run_json_are_pinned():
         "tokens_per_chunk": "output_tokens / chunks",
         "output_throughput_tps": "output_tokens / end-to-end",
         "chunk_times_s": "arrival of each content chunk after the request was sent (empty for imported llmperf files)",
+        "acceptance_length": "stream acceptance: mean content tokens per decode chunk (first and last chunk excluded); "
+        "accepted drafts + 1 on a server streaming one chunk per target step",
+        "acceptance_chunks": "decode chunks acceptance_length averages (content chunks - 2, 0 below 3 chunks)",
         "llmperf_ttft_s": "llmperf's: from before requests.post (session and connection set-up included) to the first content chunk",
         "llmperf_end_to_end_latency_s": "llmperf's: from before requests.post to the end of the stream",
         "llmperf_chunks": "llmperf's count: every data line but [DONE] (role and finish frames included)",

@@ -205,6 +205,7 @@ LAMBDA_MODULES = (
     "analysis/__init__.py",
     "analysis/aggregate.py",
     "analysis/stats.py",
+    "analysis/stream_acceptance.py",
     "analysis/theory.py",
     "aws_retry.py",
     "outputs/__init__.py",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from specbench.analysis import stats, theory
+from specbench.analysis import stats, stream_acceptance, theory
 from specbench.results.records import RequestRecord
 
 
@@ -54,6 +54,9 @@ class VariantStats:
     medians: dict[str, stats.Interval]  # metric name -> median with its bootstrap CI (error bars)
     tokens_per_chunk: stats.Distribution
     acceptance: dict[str, Any] | None  # pooled acceptance figures; None for a service that does not speculate
+    # Acceptance measured from the stream (analysis.stream_acceptance.figure): source "stream", the
+    # self-check's verdict and reason, CIs, histogram; None for the baseline.
+    stream_acceptance: dict[str, Any] | None = None
 
     @property
     def error_rate(self) -> float | None:
@@ -72,6 +75,10 @@ class Comparison:
     implied_cost_ratio: float | None  # the c that would explain the measured TPOT speedup
     # True: the measured TPOT speedup's whole CI lies below the expected speedup.
     shortfall: bool | None
+    # Where the acceptance behind the theory came from: "metrics" (/metrics), "stream" (when /metrics
+    # has nothing and the stream passed its self-check) or "missing"; and both sources side by side.
+    acceptance_source: str = "missing"
+    cross_check: dict[str, Any] = field(default_factory=dict)
 
     @property
     def headline(self) -> stats.Interval:
@@ -204,7 +211,12 @@ class _GroupBuilder:
         for variant in [self.baseline, *self.speculative]:
             mine = by_variant.get(variant, [])
             figures = [a.get(variant) for a in acceptance if a.get(variant)]
-            variants[variant] = self._variant(name, variant, mine, pool_acceptance(figures))
+            stream = None
+            if variant != self.baseline:
+                seed = stats.seed_for(name, variant, "stream-acceptance")
+                resamples = {"resamples": self.options["resamples"], "confidence": self.options["confidence"]}
+                stream = stream_acceptance.figure(by_variant.get(self.baseline, []), mine, self.k_of.get(variant), seed, **resamples)
+            variants[variant] = replace(self._variant(name, variant, mine, pool_acceptance(figures)), stream_acceptance=stream)
         comparisons = [self._compare(name, variant, by_variant, variants[variant]) for variant in self.speculative]
         cases_in_group = len(acceptance)
         complete = self.expected_requests is None or all(
@@ -243,7 +255,9 @@ class _GroupBuilder:
             for m in LATENCY_METRICS
         }
         k = self.k_of.get(variant)
-        estimate = theory.estimate_acceptance(stats_.acceptance, k)
+        metrics = stats_.acceptance if (stats_.acceptance or {}).get("source") not in (None, "missing") else None
+        source = "metrics" if metrics else "stream" if stream_acceptance.usable(stats_.stream_acceptance) else "missing"
+        estimate = theory.estimate_acceptance(metrics or (stats_.stream_acceptance if source == "stream" else None), k)
         expected = implied = None
         shortfall = None
         if estimate.a is not None and k:
@@ -254,7 +268,15 @@ class _GroupBuilder:
                 implied = theory.implied_cost_ratio(measured.point, tokens_per_step, k)
             if measured.high is not None:
                 shortfall = measured.high < expected
-        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall)
+        cross = stream_acceptance.cross_check(_headline_figures(stats_.stream_acceptance), stats_.acceptance)
+        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall, source, cross)
+
+
+def _headline_figures(stream: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The stream figure without its bulky parts, for the side-by-side cross-check."""
+    if not stream:
+        return None
+    return {key: stream.get(key) for key in ("source", "reliable", "reason", "requests", "mean_acceptance_length", "acceptance_rate")}
 
 
 def pool_acceptance(figures: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -379,8 +401,12 @@ def _parameters(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _outputs_match(records: Sequence[RequestRecord]) -> bool | None:
-    digests = {r.output_sha256 for r in records if r.ok and r.output_sha256}
-    return None if not digests else len(digests) == 1
+    """Per prompt (prompt_id: a dataset case sends several), every successful output the same."""
+    digests: dict[str, set[str]] = {}
+    for r in records:
+        if r.ok and r.output_sha256:
+            digests.setdefault(r.prompt_id, set()).add(r.output_sha256)
+    return None if not digests else all(len(found) == 1 for found in digests.values())
 
 
 def _notes(run: Mapping[str, Any], cases: Sequence[Group], missing: Sequence[str]) -> list[str]:

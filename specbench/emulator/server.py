@@ -114,6 +114,13 @@ def plan_chunks(num_tokens: int, prefill_s: float, step_s: float, k: int, p: flo
     return chunks
 
 
+def coalesce(plan: Sequence[PlannedChunk], every: int) -> list[list[PlannedChunk]]:
+    """The planned chunks grouped as they go out: one group per event, ``every`` chunks a group
+    (the last group may be shorter); one chunk a group when ``every`` is 0 or 1."""
+    size = max(every, 1)
+    return [list(plan[start : start + size]) for start in range(0, len(plan), size)]
+
+
 def request_seed(seed: int, prompt: str, ordinal: int) -> int:
     """Stable across processes (unlike hash()): same seed, prompt and ordinal, same plan."""
     digest = hashlib.sha256(f"{seed}\0{ordinal}\0{prompt}".encode()).digest()
@@ -164,6 +171,9 @@ class EmulatorProfile:
     ready_after_s: float = 0.0
     faults: Mapping[int, str] = field(default_factory=dict, hash=False)  # request ordinal -> fault kind
     stall_s: float = 30.0
+    # > 1: every this many content chunks go out as one event, as a buffering server or proxy would
+    # (tests the stream-acceptance self-check); 0 or 1: one event per engine step, as vLLM streams.
+    coalesce_chunks: int = 0
 
     def __post_init__(self) -> None:
         name = self.served_model_name
@@ -175,6 +185,7 @@ class EmulatorProfile:
         k = self.num_speculative_tokens
         _require(_is_int(k) and k >= 0, "num_speculative_tokens", "an integer >= 0 (0 = baseline)", k)
         _require(_is_int(self.seed), "seed", "an integer", self.seed)
+        _require(_is_int(self.coalesce_chunks) and self.coalesce_chunks >= 0, "coalesce_chunks", "an integer >= 0", self.coalesce_chunks)
         _require(isinstance(self.legacy_gauges, bool), "legacy_gauges", "a bool", self.legacy_gauges)
         p = self.default_acceptance
         _require(_is_number(p) and 0 <= p <= 1, "default_acceptance", "a probability in [0, 1]", p)
@@ -224,6 +235,20 @@ def _require(ok: Any, name: str, allowed: str, value: Any) -> None:
         raise ValueError(f"EmulatorProfile.{name} must be {allowed}; got {value!r}")
 
 
+# Marker -> p for the prompt classes of the dataset fixtures: their own acceptance, so a per-class
+# report shows classes apart (values in the range EAGLE/draft-model papers report per task).
+CLASS_ACCEPTANCE = (
+    ("Return only a JSON object", 0.9),  # structured output; first: its template wraps another class's prompt
+    ("Following up on your answer", 0.66),  # multi-turn
+    ("Translate the following", 0.58),  # translation
+    ("Summarize the following", 0.7),  # summarization
+    ("Answer the question", 0.62),  # question answering
+    ("step by step", 0.78),  # math reasoning
+    ("Use only the documents", 0.74),  # retrieval-augmented generation
+    ("Complete the Python function", 0.82),  # code
+)
+
+
 def default_profiles(time_scale: float = 1.0) -> dict[str, EmulatorProfile]:
     """The two services of the write-up. ``time_scale`` < 1 shrinks every duration (for tests).
 
@@ -240,6 +265,8 @@ def default_profiles(time_scale: float = 1.0) -> dict[str, EmulatorProfile]:
         ("hello world", 0.88),
         ("the cat sat on the mat", 0.6),
         ("Write a simple Python function skeleton", 0.55),
+        # The dataset fixtures' classes (specbench/prompts/fixtures): each opens with its class's instruction.
+        *CLASS_ACCEPTANCE,
         ("a a a", 0.93),
     )
     common = dict(
@@ -270,6 +297,7 @@ class TruthRecord:
     max_tokens: int  # tokens planned: the request's max_tokens capped by the context left
     acceptance: float | None  # p used; None on the baseline server
     fault: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # as the request sent them (Qwen3's enable_thinking)
     planned_offsets_s: list[float] = field(default_factory=list)
     chunk_offsets_s: list[float] = field(default_factory=list)  # each content chunk handed to the socket
     chunk_tokens: list[int] = field(default_factory=list)
@@ -522,6 +550,9 @@ class Emulator:
             options = body.get("stream_options") or {}
             if not isinstance(options, dict):
                 raise _BadRequest("'stream_options' must be an object")
+            template_kwargs = body.get("chat_template_kwargs")
+            if template_kwargs is not None and not isinstance(template_kwargs, dict):
+                raise _BadRequest("'chat_template_kwargs' must be an object")
         except _BadRequest as exc:
             return _error(400, str(exc), "BadRequestError")
         if (missing := self._check_model(body)) is not None:
@@ -545,6 +576,7 @@ class Emulator:
             max_tokens=planned,
             acceptance=p,
             fault=self.faults.get(ordinal),
+            chat_template_kwargs=template_kwargs,
             planned_offsets_s=[chunk.offset_s for chunk in plan],
         )
         self.truth.append(record)
@@ -569,8 +601,8 @@ class Emulator:
         record, profile = stream.record, self.profile
         await stream.open(self.profile.served_model_name)
         self.counters.prompt_tokens += record.prompt_tokens
-        content = [] if record.fault == "empty_completion" else plan
-        fault_at = min(FAULT_AFTER_CHUNKS, max(1, len(plan) // 2))
+        content = [] if record.fault == "empty_completion" else coalesce(plan, profile.coalesce_chunks)
+        fault_at = min(FAULT_AFTER_CHUNKS, max(1, len(content) // 2))
         delay = 0.0  # a stall pushes every later chunk back
         for index in range(len(content) + 1):
             if index == fault_at and record.fault == "drop_mid_stream":
@@ -584,10 +616,11 @@ class Emulator:
                 await stream.response.write(b"data: {not json\n\n")
             if index == len(content):
                 break
-            chunk = content[index]
-            await _sleep_until(record.arrival_s + chunk.offset_s + delay)
-            self._count_step(record, chunk)  # before the write: a cancelled write still left the engine
-            await stream.content(chunk.tokens, finish=index == len(content) - 1)
+            group = content[index]
+            await _sleep_until(record.arrival_s + group[-1].offset_s + delay)
+            for chunk in group:
+                self._count_step(record, chunk)  # before the write: a cancelled write still left the engine
+            await stream.content(sum(chunk.tokens for chunk in group), finish=index == len(content) - 1)
         if not content:  # empty completion: the role chunk still comes when the first token would
             await _sleep_until(record.arrival_s + (plan[0].offset_s if plan else 0.0))
             await stream.role()
@@ -813,13 +846,23 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--legacy-gauges", action="store_true", help="expose vLLM V0's speculative metrics")
     parser.add_argument(
+        "--coalesce-chunks",
+        type=int,
+        default=0,
+        help="send every N content chunks as one event, as a buffering proxy would (0: one per step)",
+    )
+    parser.add_argument(
         "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
     )
     args = parser.parse_args(argv)
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
+    if args.coalesce_chunks < 0:
+        parser.error("--coalesce-chunks must be >= 0")
     profiles = {
-        name: dataclasses_replace(profile, seed=args.seed, legacy_gauges=args.legacy_gauges and profile.speculative)
+        name: dataclasses_replace(
+            profile, seed=args.seed, legacy_gauges=args.legacy_gauges and profile.speculative, coalesce_chunks=args.coalesce_chunks
+        )
         for name, profile in default_profiles(args.time_scale).items()
     }
     ports = dict(zip(profiles, (args.baseline_port, args.speculative_port), strict=True))

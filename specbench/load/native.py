@@ -38,8 +38,9 @@ class StreamError(Exception):
         self.code = code
 
 
-def request_body(prepared: PreparedCase, load: LoadSpec) -> tuple[str, dict[str, Any]]:
-    """Path and JSON body; the chat form matches llmperf's (an empty system message, then the prompt)."""
+def request_body(prepared: PreparedCase, load: LoadSpec, index: int = 0) -> tuple[str, dict[str, Any]]:
+    """Path and JSON body of request ``index``; the chat form of a text case matches llmperf's (an
+    empty system message, then the prompt), a dataset case sends its sampled messages in turn."""
     body: dict[str, Any] = {
         "model": load.model,
         "stream": True,
@@ -47,7 +48,7 @@ def request_body(prepared: PreparedCase, load: LoadSpec) -> tuple[str, dict[str,
         **load.sampling_params(),
     }
     if load.api == "chat":
-        body["messages"] = [{"role": "system", "content": ""}, {"role": "user", "content": prepared.prompt}]
+        body["messages"] = [dict(m) for m in prepared.messages(index)]
         return "/chat/completions", body
     body["prompt"] = prepared.prompt
     return "/completions", body
@@ -246,9 +247,11 @@ class NativeEngine:
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
     ) -> list[RequestRecord]:
-        path, body = request_body(prepared, load)
-        payload = json.dumps(body).encode("utf-8")  # encoded once, before the clock starts anywhere
-        url = endpoint.api_base + path
+        # Every body encoded before the clock starts anywhere (once for a text case: they are all the same).
+        distinct = len(prepared.case.items) or 1
+        bodies = [request_body(prepared, load, index) for index in range(min(distinct, load.requests))]
+        payloads = [json.dumps(body).encode("utf-8") for _, body in bodies]
+        url = endpoint.api_base + bodies[0][0]
         raws = [
             RawStream(
                 RequestRecord(
@@ -259,7 +262,8 @@ class NativeEngine:
                     engine=self.name,
                     request_index=index,
                     started_at=0.0,
-                    input_tokens=prepared.prompt_tokens,
+                    prompt_id=prepared.prompt_id(index),
+                    input_tokens=prepared.prompt_tokens or None,
                 )
             )
             for index in range(load.requests)
@@ -283,7 +287,7 @@ class NativeEngine:
                 async def one(index: int) -> None:
                     async with gate:
                         started.append(raws[index])
-                        await self.collect(session, url, payload, headers[index], timeout, raws[index])
+                        await self.collect(session, url, payloads[index % len(payloads)], headers[index], timeout, raws[index])
 
                 await asyncio.gather(*(one(index) for index in range(load.requests)))
                 await self._until_quiet()

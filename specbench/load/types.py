@@ -32,12 +32,20 @@ class LoadSpec:
     seed: int = 11111
     api: str = "chat"
     ignore_eos: bool = False
+    # Qwen3's thinking mode, set explicitly on every chat request: it changes what is generated and so
+    # the acceptance. vLLM hands chat_template_kwargs to the chat template renderer (vllm-project/vllm
+    # vllm/entrypoints/openai/protocol.py, ChatCompletionRequest.chat_template_kwargs); Qwen's vLLM guide:
+    # https://qwen.readthedocs.io/en/latest/deployment/vllm.html#thinking-non-thinking-modes
+    enable_thinking: bool = False
 
     def sampling_params(self) -> dict:
-        """What goes into every request body beside the prompt; llmperf's files record it too."""
+        """What goes into every request body beside the prompt; llmperf's files record it too (its chat
+        client merges these into the body: llmperf ray_clients/openai_chat_completions_client.py)."""
         params: dict = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed}
         if self.ignore_eos:
             params["ignore_eos"] = True  # vLLM extension: always generate max_tokens
+        if self.api == "chat":
+            params["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
         return params
 
 
@@ -46,6 +54,16 @@ class PreparedCase:
     case: TestCase
     prompt: str
     prompt_tokens: int  # counted by the served model's tokenizer (or estimated; see the run's settings)
+
+    def messages(self, index: int) -> tuple[dict[str, str], ...]:
+        """Request ``index``'s chat messages: a dataset case's sampled prompts in turn, else llmperf's
+        chat form (an empty system message, then the prompt)."""
+        if self.case.items:
+            return self.case.messages(index)
+        return ({"role": "system", "content": ""}, {"role": "user", "content": self.prompt})
+
+    def prompt_id(self, index: int) -> str:
+        return self.case.items[index % len(self.case.items)].id if self.case.items else ""
 
 
 OnRecord = Callable[[RequestRecord], None]

@@ -86,6 +86,11 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("Errors", "Count", _error_flag, ok_only=False),
 )
 
+# Acceptance measured from the stream, per request (records.acceptance_length), published only for
+# test cases whose stream passed its self-check (analysis.stream_acceptance.self_check); its own name
+# keeps its source apart from the /metrics figures below.
+STREAM_ACCEPTANCE = MetricSpec("StreamAcceptanceLength", "Count", "acceptance_length")
+
 ACCEPTANCE_METRICS = (("AcceptanceRate", "None", "acceptance_rate"), ("MeanAcceptanceLength", "Count", "mean_acceptance_length"))
 
 Dimensions = tuple[tuple[str, str], ...]

@@ -43,6 +43,8 @@ SPECULATIVE_COLORS = ("#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#d62728")
 ACCEPTANCE_WIDGETS = (
     ("AcceptanceRate", "Acceptance rate (accepted / drafted tokens)"),
     ("MeanAcceptanceLength", "Mean acceptance length (tokens per step)"),
+    # Published only where the stream passed its self-check: the figure when /metrics has none (Neuron's V0).
+    ("StreamAcceptanceLength", "Mean acceptance length from the stream (per request, self-checked)"),
 )
 # Container Insights (enhanced observability) Neuron metrics; dimension sets as its metric reference lists them.
 POD_DIMENSIONS = "{ContainerInsights,ClusterName,Namespace,PodName}"
@@ -146,6 +148,17 @@ def header_markdown(summary: RunSummary | None, settings: DashboardSettings) -> 
     return "\n\n".join(lines)
 
 
+def _acceptance_cell(metrics_rate: float | None, source: str, stream: Mapping[str, Any]) -> str:
+    """The acceptance rate from /metrics; else the stream's, marked so; else why there is none."""
+    if metrics_rate is not None:
+        return f"{metrics_rate:.1%}"
+    if source == "stream" and stream.get("acceptance_rate") is not None:
+        return f"{stream['acceptance_rate']:.1%} (stream)"
+    if stream and not stream.get("reliable"):
+        return "- (stream unreliable)"
+    return "-"
+
+
 def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, live: Mapping[LiveKey, float]) -> str:
     """Speedup table: exact (stored records, bootstrap CI) where the run has them, else live p50s."""
     head = (
@@ -161,6 +174,7 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                 spec = group.variants[comparison.variant]
                 base = group.variants[summary.baseline]
                 rate = (spec.acceptance or {}).get("acceptance_rate")
+                stream = spec.stream_acceptance or {}
                 rows.append(
                     "| "
                     + " | ".join(
@@ -168,7 +182,7 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                             label + partial,
                             _md(comparison.variant),
                             *(format_interval(comparison.speedups[m]) for m in aggregate.SPEEDUP_ORDER),
-                            "-" if rate is None else f"{rate:.1%}",
+                            _acceptance_cell(rate, comparison.acceptance_source, stream),
                             "-" if comparison.acceptance.a is None else f"{comparison.acceptance.a:.2f}",
                             "-" if comparison.expected_speedup is None else f"{comparison.expected_speedup:.2f}x",
                             {True: "**yes**", False: "no", None: "-"}[comparison.shortfall],
@@ -178,7 +192,8 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                     + " |"
                 )
         note = (
-            f"Speedup = baseline median / speculative median, 95% bootstrap CI in parentheses. a = per-token acceptance; "
+            f"Speedup = baseline median / speculative median, 95% bootstrap CI in parentheses. Acceptance = vLLM's "
+            "accepted/drafted tokens from /metrics, else measured from the stream where marked (stream); a = per-token acceptance; "
             f"expected = E/(k·c+1) with c = {summary.draft_cost_ratio}; short of model = the whole CI of the time-per-output-token "
             "speedup lies below it."
         )

@@ -9,15 +9,40 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
+from specbench.analysis import stream_acceptance
 from specbench.outputs import cloudwatch
 from specbench.results.records import RequestRecord
 from specbench.results.runfiles import load_acceptance, load_records
 from specbench.results.store import RunStore
 
 
-def run_datums(records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Every per-request value, plus acceptance per (endpoint, test case) where it was measured."""
+def reliable_stream_records(records: list[RequestRecord], run: dict[str, Any] | None) -> list[RequestRecord]:
+    """The speculative services' records of every test case whose stream passed the self-check against
+    the baseline (the run's first endpoint), with k from the deployment snapshot; none without run.json."""
+    plan = (run or {}).get("plan") or {}
+    endpoints = [e.get("name") for e in plan.get("endpoints") or [] if isinstance(e, dict)]
+    if not endpoints:
+        return []
+    deployment = plan.get("deployment") or {}
+    k_of = {v.get("name"): v.get("num_speculative_tokens") for v in deployment.get("variants") or [] if isinstance(v, dict)}
+    kept = []
+    for test_case in sorted({r.test_case for r in records}):
+        mine = [r for r in records if r.test_case == test_case]
+        baseline = [r for r in mine if r.variant == endpoints[0]]
+        for variant in endpoints[1:]:
+            theirs = [r for r in mine if r.variant == variant]
+            if theirs and stream_acceptance.self_check(baseline, theirs, k_of.get(variant)).ok:
+                kept += theirs
+    return kept
+
+
+def run_datums(
+    records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]], run: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Every per-request value, plus acceptance per (endpoint, test case) where it was measured: from
+    /metrics, and from the stream where it passed its self-check."""
     datums = cloudwatch.build_datums(records)
+    datums += cloudwatch.build_datums(reliable_stream_records(records, run), metrics=(cloudwatch.STREAM_ACCEPTANCE,))
     first_start: dict[tuple[str, str], float] = {}
     prompt_class: dict[str, str] = {}
     for record in records:
@@ -41,7 +66,8 @@ def publish_run(
     if unpublished_only:
         datums = [datum for batch in json.loads(store.read("unpublished.json")) for datum in batch["datums"]]
     else:
-        datums = run_datums(load_records(store), load_acceptance(store))
+        run = json.loads(store.read("run.json")) if store.keys("run.json") else None
+        datums = run_datums(load_records(store), load_acceptance(store), run)
     report = cloudwatch.publish(client or cloudwatch.make_client(region), namespace, datums)
     store.write("publish.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
     store.write("unpublished.json", json.dumps([batch.to_dict() for batch in report.failed], indent=2, default=str))

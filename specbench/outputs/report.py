@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary
-from specbench.analysis.stats import format_interval
-from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, latency_chart_name
+from specbench.analysis.stats import Interval, format_interval
+from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name
 
 
 def chart_titles() -> dict[str, str]:
@@ -26,6 +26,7 @@ def chart_titles() -> dict[str, str]:
     titles = {latency_chart_name(m.name): f"{m.title}: median per test case, 95% CI" for m in LATENCY_METRICS}
     titles[ACCEPTANCE_CHART] = "Draft acceptance: acceptance rate (accepted/drafted) and per-token acceptance a"
     titles[SPEEDUP_CHART] = "Time-per-output-token speedup: measured (95% CI) against the model's expectation"
+    titles[STREAM_HISTOGRAM_CHART] = "Acceptance length per request, measured from the stream, per prompt class (self-checked classes only)"
     return titles
 
 
@@ -78,6 +79,8 @@ def speedup_table(summary: RunSummary) -> Table:
 def _speedup_row(group: Group, comparison: Comparison) -> tuple[str, ...]:
     variant = group.variants.get(comparison.variant)
     figures = (variant.acceptance if variant else None) or {}
+    if comparison.acceptance_source == "stream" and variant is not None and variant.stream_acceptance:
+        figures = variant.stream_acceptance  # /metrics had nothing; the stream passed its self-check
     rate = figures.get("acceptance_rate")
     k = f", k={comparison.num_speculative_tokens}" if comparison.num_speculative_tokens else ""
     estimate = comparison.acceptance
@@ -89,11 +92,53 @@ def _speedup_row(group: Group, comparison: Comparison) -> tuple[str, ...]:
         *(format_interval(comparison.speedups[m]) for m in SPEEDUP_ORDER),
         _number(None if rate is None else rate * 100, "{:.1f}%"),
         _number(figures.get("mean_acceptance_length")),
-        f"{_number(estimate.a, '{:.3f}')} ({estimate.source})",
+        f"{_number(estimate.a, '{:.3f}')} ({estimate.source}" + (", stream)" if comparison.acceptance_source == "stream" else ")"),
         _number(comparison.expected_speedup, "{:.2f}x"),
         _number(comparison.implied_cost_ratio),
         flag,
     )
+
+
+def acceptance_matrix(summary: RunSummary) -> Table:
+    """Prompt class x speculative service: acceptance measured from the stream (mean length and
+    rate with CIs, the self-check, the per-request histogram) beside /metrics and their difference."""
+    headers = (
+        "Prompt class",
+        "Service",
+        "Requests",
+        "Mean acceptance length (stream)",
+        "Acceptance rate (stream)",
+        "Self-check",
+        "Histogram of per-request length",
+        "/metrics length (source)",
+        "Stream - /metrics",
+    )
+    rows, flagged = [], []
+    for group in summary.prompt_classes:
+        for comparison in group.comparisons:
+            variant = group.variants.get(comparison.variant)
+            stream = (variant.stream_acceptance if variant else None) or {}
+            metrics = (variant.acceptance if variant else None) or {}
+            length_ci = Interval(**stream["mean_acceptance_length_ci"]) if stream.get("mean_acceptance_length_ci") else Interval(None)
+            rate_ci = Interval(**stream["acceptance_rate_ci"]) if stream.get("acceptance_rate_ci") else Interval(None)
+            reliable = stream.get("reliable")
+            if stream and not reliable:
+                flagged.append(len(rows))
+            difference = comparison.cross_check.get("mean_acceptance_length_difference")
+            rows.append(
+                (
+                    group.name,
+                    comparison.variant,
+                    str(stream.get("requests", 0)),
+                    format_interval(length_ci, unit=""),
+                    format_interval(rate_ci, unit="%", scale=100, digits=1),
+                    "ok" if reliable else f"unreliable: {stream.get('reason', 'no stream figures')}",
+                    " ".join(f"{edge}:{count}" for edge, count in (stream.get("histogram") or {}).items()) or "-",
+                    f"{_number(metrics.get('mean_acceptance_length'))} ({metrics.get('source', 'missing')})",
+                    _number(difference, "{:+.2f}"),
+                )
+            )
+    return Table(headers, rows, tuple(flagged))
 
 
 def latency_table(summary: RunSummary) -> Table:
@@ -239,6 +284,8 @@ def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     parts += ["<h2>Load</h2>", html_table(load_table(summary))]
     if summary.completeness != NO_DATA:
         parts += ["<h2>Speedups</h2>", html_table(speedup_table(summary))]
+        if summary.speculative:
+            parts += ["<h2>Acceptance per prompt class</h2>", html_table(acceptance_matrix(summary))]
         parts += ["<h2>Charts</h2>"] if charts else []
         for _, title, path in _charts_in_order(charts):
             data = base64.b64encode(path.read_bytes()).decode("ascii")
@@ -288,6 +335,8 @@ def render_markdown(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     parts += ["## Load", markdown_table(load_table(summary))]
     if summary.completeness != NO_DATA:
         parts += ["## Speedups", markdown_table(speedup_table(summary))]
+        if summary.speculative:
+            parts += ["## Acceptance per prompt class", markdown_table(acceptance_matrix(summary))]
         parts += ["## Charts"] if charts else []
         parts += [f"![{_m(title)}]({path.name})\n\n*{_m(title)}*" for _, title, path in _charts_in_order(charts)]
         parts += ["## Latency per service", markdown_table(latency_table(summary))]

@@ -22,7 +22,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from specbench.analysis.aggregate import LATENCY_METRICS, MODEL_METRIC, NO_DATA, Comparison, Group, RunSummary  # noqa: E402
 from specbench.analysis.stats import Interval  # noqa: E402
-from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, latency_chart_name  # noqa: E402
+from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name  # noqa: E402
 
 FIGSIZE, DPI = (11.0, 5.0), 100  # 1100 x 500 pixels
 # Names and labels come from data: never read "$...$" in them as mathtext.
@@ -39,6 +39,7 @@ def write_charts(summary: RunSummary, out_dir: Path) -> dict[str, Path]:
     drawers = {latency_chart_name(m.name): (lambda ax, m=m.name: latency_chart(ax, summary, m)) for m in LATENCY_METRICS}
     drawers[ACCEPTANCE_CHART] = lambda ax: acceptance_chart(ax, summary)
     drawers[SPEEDUP_CHART] = lambda ax: speedup_chart(ax, summary)
+    drawers[STREAM_HISTOGRAM_CHART] = lambda ax: stream_histogram_chart(ax, summary)
     written = {}
     with style.context("default"), matplotlib.rc_context(RC):
         for name, draw in drawers.items():
@@ -131,6 +132,30 @@ def acceptance_chart(ax: Axes, summary: RunSummary) -> bool:
         ax.set_ylabel("fraction of drafted tokens / probability")
         ax.set_ylim(0.0, 1.1)
         _x_axis(ax, [case.name for case in cases])
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return bool(drawn)
+
+
+def stream_histogram_chart(ax: Axes, summary: RunSummary) -> bool:
+    """Per prompt class (and speculative service): how many requests had each acceptance length, as
+    measured from the stream; a class whose stream failed the self-check is left out, never drawn."""
+    drawn = 0
+    for group in summary.prompt_classes:
+        for variant in summary.speculative:
+            stream = (group.variants[variant].stream_acceptance if variant in group.variants else None) or {}
+            histogram = stream.get("histogram") or {}
+            if not stream.get("reliable") or not histogram:
+                continue
+            lows = [float(edge) for edge in histogram]
+            edges = [lows[0] + 0.5 * i for i in range(round((lows[-1] - lows[0]) / 0.5) + 2)]
+            counts = [histogram.get(f"{edge:g}", 0) for edge in edges[:-1]]
+            label = group.name if len(summary.speculative) == 1 else f"{group.name} · {variant}"
+            ax.stairs(counts, edges, label=label, linewidth=1.5)
+            drawn += 1
+    if drawn:
+        ax.set_title("Acceptance length per request (stream)")
+        ax.set_xlabel("mean tokens per decode chunk (accepted drafts + 1)")
+        ax.set_ylabel("requests")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return bool(drawn)
 

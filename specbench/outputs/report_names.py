@@ -11,6 +11,7 @@ METRIC_DISPLAY: dict[str, tuple[str, str, str, float]] = {
     "TimePerOutputToken": ("TPOT", "tpot", "ms", 1000.0),
 }
 ACCEPTANCE_CHART, SPEEDUP_CHART = "acceptance", "speedup"
+STREAM_HISTOGRAM_CHART = "stream-acceptance-histogram"
 
 
 def latency_chart_name(metric: str) -> str:

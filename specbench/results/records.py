@@ -34,6 +34,9 @@ FIGURE_DEFINITIONS = {
     "tokens_per_chunk": "output_tokens / chunks",
     "output_throughput_tps": "output_tokens / end-to-end",
     "chunk_times_s": "arrival of each content chunk after the request was sent (empty for imported llmperf files)",
+    "acceptance_length": "stream acceptance: mean content tokens per decode chunk (first and last chunk excluded); "
+    "accepted drafts + 1 on a server streaming one chunk per target step",
+    "acceptance_chunks": "decode chunks acceptance_length averages (content chunks - 2, 0 below 3 chunks)",
     "llmperf_ttft_s": "llmperf's: from before requests.post (session and connection set-up included) to the first content chunk",
     "llmperf_end_to_end_latency_s": "llmperf's: from before requests.post to the end of the stream",
     "llmperf_chunks": "llmperf's count: every data line but [DONE] (role and finish frames included)",
@@ -55,6 +58,7 @@ class RequestRecord:
     engine: str
     request_index: int
     started_at: float  # wall clock, seconds since the epoch: the CloudWatch timestamp
+    prompt_id: str = ""  # the dataset item the request sent (suites with dataset sources); "" for text cases
     error_code: int | None = None
     error_msg: str = ""
     ttft_s: float | None = None
@@ -75,6 +79,9 @@ class RequestRecord:
     # Raw stream: arrival of each content chunk, seconds after the request was sent, and its tokens.
     chunk_times_s: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+    # Stream acceptance (specbench.analysis.stream_acceptance): tokens per chunk of the decode steps.
+    acceptance_length: float | None = None
+    acceptance_chunks: int = 0
     # llmperf's own figures, as llmperf computes them (FIGURE_DEFINITIONS); None from the native engine.
     llmperf_ttft_s: float | None = None
     llmperf_end_to_end_latency_s: float | None = None
@@ -125,7 +132,16 @@ def stream_metrics(
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "chunks": chunks,
+        **decode_acceptance(chunk_tokens),
     }
+
+
+def decode_acceptance(chunk_tokens: Sequence[int]) -> dict[str, Any]:
+    """Mean tokens per chunk of the decode chunks: the first (prefill, one token) and the last
+    (cut by max_tokens or a stop, and carrying a final usage frame's stop token) are left out, so
+    on a server that streams one chunk per target step every chunk counted is accepted + 1."""
+    decode = list(chunk_tokens[1:-1])
+    return {"acceptance_length": sum(decode) / len(decode) if decode else None, "acceptance_chunks": len(decode)}
 
 
 def time_per_output_token(ttft_s: float, end_to_end_latency_s: float, output_tokens: int) -> float | None:
