@@ -441,7 +441,8 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
         key = "serving.speculator_head" if method.speculator == serving_stacks.TRAINED_HEAD else "serving.draft_model"
         speculator = getattr(s, key.split(".")[1])
         if not speculator:
-            yield Problem(key, "", f"is empty; the speculative service needs a {method.speculator}", method.doc)
+            wanted = "a smaller model of the target's family" if key == "serving.draft_model" else f"a head trained for {s.target_model}"
+            yield Problem(key, "", f"is empty; the speculative service needs a {method.speculator}", wanted)
         else:
             target = s.speculator_head_target
             yield from speculation_problems(
@@ -509,7 +510,7 @@ def service_name_rules(c: PlatformConfig) -> Iterable[Problem]:
         try:
             variant = parse_extra_variant(text)
         except ValueError as err:
-            yield Problem(key, text, str(err), "NAME:DRAFT_MODEL:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5")
+            yield Problem(key, text, str(err), "NAME:SPECULATOR:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5")
             continue
         named.append((key, variant.name))
         method = _method(s)
