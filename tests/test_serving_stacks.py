@@ -315,3 +315,77 @@ def test_same_stack_runs_say_so():
         (REFERENCE, "none", "none"),
         (REFERENCE, "draft", "draft model"),
     ]
+
+
+# --- outputs and the offline demo -----------------------------------------------------------------------
+
+
+def _demo():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("demo_script", Path(__file__).resolve().parents[1] / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)  # type: ignore[union-attr]
+    return demo
+
+
+def test_three_way_demo_settings_name_each_services_stack_and_method():
+    demo = _demo()
+    config = _config()
+    reference = settings_snapshot(config, serving_plan(config, BUCKET), "reference", ["counting"])
+    settings = demo.three_way_settings(reference)
+    assert [(v["name"], v["stack"], v["method"], v["draft_model"], v["num_speculative_tokens"]) for v in settings["variants"]] == [
+        ("qwen-vllm", REFERENCE, "none", "", 0),
+        ("qwen-sd-vllm", REFERENCE, "draft", "Qwen/Qwen3-1.7B", 7),
+        ("qwen-eagle3-vllm", NEURON, "eagle3", "AngelSlim/Qwen3-32B_eagle3", 5),
+    ]
+    assert settings["serving"]["comparison"] == "cross-stack" and reference["serving"]["comparison"] == "same stack"
+
+
+def test_cross_stack_runs_are_labelled_in_the_report_and_the_dashboard():
+    from types import SimpleNamespace
+
+    from specbench.aggregate import cross_stack_note
+    from specbench.report import deployment_table
+
+    variants = [
+        {"name": "qwen-vllm", "draft_model": "", "stack": REFERENCE, "method": "none", "speculator": "none"},
+        {
+            "name": "qwen-e3",
+            "draft_model": "h/x",
+            "num_speculative_tokens": 5,
+            "stack": NEURON,
+            "method": "eagle3",
+            "speculator": "trained head",
+        },
+    ]
+    note = cross_stack_note({"variants": variants})
+    assert note == (
+        "CROSS-STACK comparison (qwen-vllm on nxdi-draft, qwen-e3 on vllm-neuron): image, engine and Neuron settings differ "
+        "besides speculation, so a speedup is not speculation's alone."
+    )
+    assert cross_stack_note({"variants": [{**v, "stack": NEURON} for v in variants]}) == ""
+    assert cross_stack_note({"variants": [{"name": "old", "draft_model": "a/b"}]}) == ""  # a run from before stacks
+    rows = dict(deployment_table(SimpleNamespace(settings={"variants": variants})).rows)
+    assert rows == {
+        "service qwen-vllm": "baseline (no speculation); stack nxdi-draft",
+        "service qwen-e3": "method eagle3, trained head h/x, k=5; stack vllm-neuron",
+    }
+
+
+def test_the_eagle3_emulator_exposes_v1_counters_per_position():
+    import urllib.request
+
+    from specbench.acceptance import parse_spec_decode
+
+    with _demo().eagle3_emulator(time_scale=0.01) as url:
+        body = {"model": "Qwen/Qwen3-32B", "prompt": "counting numbers from 1 2 3", "max_tokens": 40, "stream": True}
+        request = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+            response.read()
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as response:  # noqa: S310 - loopback
+            snapshot = parse_spec_decode(response.read().decode(), "Qwen/Qwen3-32B")
+    assert snapshot.num_drafts and snapshot.num_draft_tokens == 5 * snapshot.num_drafts
+    assert sorted(snapshot.accepted_per_pos) == [0, 1, 2, 3, 4]
+    assert sum(snapshot.accepted_per_pos.values()) == snapshot.num_accepted_tokens
