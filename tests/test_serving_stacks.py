@@ -389,3 +389,12 @@ def test_the_eagle3_emulator_exposes_v1_counters_per_position():
     assert snapshot.num_drafts and snapshot.num_draft_tokens == 5 * snapshot.num_drafts
     assert sorted(snapshot.accepted_per_pos) == [0, 1, 2, 3, 4]
     assert sum(snapshot.accepted_per_pos.values()) == snapshot.num_accepted_tokens
+
+
+def test_the_variant_synth_deploys_the_vllm_neuron_stack(variant_platform, platform):
+    """The variant app (tests/conftest.py) runs the second stack through the full CDK synth, cfn-lint and
+    cdk-nag; its templates carry that stack's image and EAGLE3 head, the default app's do not."""
+    variant, default = json.dumps(variant_platform), json.dumps(platform)
+    assert serving_stacks.STACKS[NEURON].image in variant and serving_stacks.STACKS[NEURON].image not in default
+    assert serving_stacks.STACKS[REFERENCE].image in default and serving_stacks.STACKS[REFERENCE].image not in variant
+    assert "--eagle3-head" in variant and "--additional-config" in variant and "--override-neuron-config" not in variant
