@@ -61,7 +61,8 @@ def neuron_settings(spec: VllmServiceSpec) -> tuple[str, dict[str, Any]]:
     if spec.serving.stack == serving_stacks.VLLM_NEURON_STACK:
         # vllm-neuron docs/guides/features-guide.md, "Enable speculative decoding (CLI)": Neuron settings go in
         # `--additional-config '{"neuron_config": {...}}'`, and on-device sampling (`on_device_sampling_config`,
-        # exactly as shown there) is required for on-device rejection sampling. Given to every service of
+        # exactly as shown there and in the Neuron 2.33.0 docs' vllm-neuron/docs/design/vllm/additional-config.md)
+        # is required for on-device rejection sampling. Given to every service of
         # the stack alike, so the baseline samples as the speculative service does. Its documented
         # examples are greedy; the configuration rules therefore require temperature 0 on this stack.
         return "--additional-config", {"neuron_config": {"on_device_sampling_config": {"temperature": "0"}}}
