@@ -718,4 +718,10 @@ def config_warnings(config: PlatformConfig) -> list[str]:
             "authentication guards it); restrict it with -c cluster.public_access_cidrs=<your CIDR>/32 or use "
             '-c cluster.endpoint_access=private (README, "API endpoint access")'
         )
+    stack = serving_stacks.STACKS.get(config.serving.stack)
+    if stack is not None and config.serving.image != stack.image:
+        found.append(
+            f"serving.image={config.serving.image}: not the image serving.stack={stack.id} pins ({stack.image}); its "
+            'arguments and environment follow that stack\'s documentation (README, "Which serving stack")'
+        )
     return found

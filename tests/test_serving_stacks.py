@@ -398,3 +398,15 @@ def test_the_variant_synth_deploys_the_vllm_neuron_stack(variant_platform, platf
     assert serving_stacks.STACKS[NEURON].image in variant and serving_stacks.STACKS[NEURON].image not in default
     assert serving_stacks.STACKS[REFERENCE].image in default and serving_stacks.STACKS[REFERENCE].image not in variant
     assert "--eagle3-head" in variant and "--additional-config" in variant and "--override-neuron-config" not in variant
+
+
+def test_an_image_other_than_the_stacks_pin_is_a_warning():
+    from config.validate import config_warnings
+
+    image = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
+    config = _config(serving__stack=NEURON, serving__image=image, cluster__public_access_cidrs="198.51.100.7/32")
+    assert config_warnings(config) == [
+        f"serving.image={image}: not the image serving.stack=vllm-neuron pins ({serving_stacks.STACKS[NEURON].image}); its "
+        'arguments and environment follow that stack\'s documentation (README, "Which serving stack")'
+    ]
+    assert config_warnings(_config(serving__stack=NEURON, cluster__public_access_cidrs="198.51.100.7/32")) == []
