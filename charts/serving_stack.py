@@ -8,13 +8,14 @@ Stacks and their methods: config/serving_stacks.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
 from config import layout, serving_stacks
 
 if TYPE_CHECKING:  # spec.py imports this module
-    from .spec import VllmServiceSpec
+    from .spec import ServingSpec, VllmServiceSpec
 
 # The reference run's vLLM framework on Neuron (REFERENCE.md section 1).
 NEURON_FRAMEWORK = "neuronx-distributed-inference"
@@ -24,6 +25,13 @@ def service_container(spec: VllmServiceSpec) -> dict[str, Any]:
     """The vLLM container of a service on its stack (without probes, resources and mounts, which
     every stack shares: charts/vllm.py)."""
     return {"image": spec.serving.image, "command": ["vllm"], "args": vllm_args(spec), "env": vllm_env(spec)}
+
+
+def on_stack(serving: ServingSpec, stack: str, method: str = "") -> ServingSpec:
+    """The shared spec moved to another stack: that stack's pinned image and the method (default:
+    the stack's own), every other setting unchanged. For a cross-stack baseline and for sweeps."""
+    definition = serving_stacks.STACKS[stack]
+    return dataclasses.replace(serving, stack=stack, image=definition.image, speculation_method=method or definition.default_method)
 
 
 def model_path(model_id: str) -> str:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from config import ConfigError, PlatformConfig, Problem, catalog, layout, serving_stacks
-from config.serving_stacks import STACKS
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
@@ -229,7 +228,7 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
     )
     # A cross-stack baseline (config rules: only with serving.cross_stack) runs its own stack's image;
     # every other setting stays shared.
-    baseline = shared if s.baseline_stack == s.stack else replace(shared, stack=s.baseline_stack, image=STACKS[s.baseline_stack].image)
+    baseline = shared if s.baseline_stack == s.stack else serving_stack.on_stack(shared, s.baseline_stack)
     base, *speculative = service_variants(s)
     services = (
         VllmServiceSpec(base.name, baseline),

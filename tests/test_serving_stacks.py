@@ -410,3 +410,12 @@ def test_an_image_other_than_the_stacks_pin_is_a_warning():
         'arguments and environment follow that stack\'s documentation (README, "Which serving stack")'
     ]
     assert config_warnings(_config(serving__stack=NEURON, cluster__public_access_cidrs="198.51.100.7/32")) == []
+
+
+def test_a_shared_spec_moves_to_another_stack_with_only_stack_image_and_method_changed():
+    from charts.serving_stack import on_stack
+
+    shared = serving_plan(_config(), BUCKET).services[0].serving
+    moved = on_stack(shared, NEURON)
+    assert (moved.stack, moved.image, moved.speculation_method) == (NEURON, serving_stacks.STACKS[NEURON].image, "eagle3")
+    assert dataclasses.replace(moved, stack=shared.stack, image=shared.image, speculation_method=shared.speculation_method) == shared
