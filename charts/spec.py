@@ -25,7 +25,7 @@ from specbench.suite import load_suite
 from . import serving_stack
 from .serving_stack import NEURON_FRAMEWORK, model_path
 
-__all__ = ["NEURON_FRAMEWORK", "model_path"]  # re-exported: charts.vllm and the tests import them from here
+__all__ = ["NEURON_FRAMEWORK", "model_path"]  # re-exported: they lived here before serving_stack.py (charts.model_cache)
 
 
 @dataclass(frozen=True)
