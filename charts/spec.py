@@ -20,7 +20,7 @@ from config import ConfigError, PlatformConfig, Problem, catalog, layout, servin
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
-from specbench.suite import load_suite
+from specbench.prompts.suite import load_suite
 
 from . import serving_stack
 from .serving_stack import NEURON_FRAMEWORK, model_path

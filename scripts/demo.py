@@ -8,7 +8,7 @@
 4. writes the dashboard body it put, its summary, and the HTML/Markdown report with charts.
 
 ``--three-way`` adds a third emulated service, an EAGLE3 head on the vLLM-Neuron stack
-(``specbench.emulator.eagle3_profile``), beside the baseline and the draft model of the reference
+(``specbench.emulator.server.eagle3_profile``), beside the baseline and the draft model of the reference
 stack. The EAGLE3 service is then compared with a baseline on another stack: the run's settings, the
 report and the dashboard label it a cross-stack comparison.
 
@@ -41,15 +41,17 @@ from moto.server import ThreadedMotoServer  # noqa: E402
 from charts import benchmark_spec, serving_plan  # noqa: E402
 from config import PlatformConfig, layout, load_config  # noqa: E402
 from lambdas.aggregate import handler as aggregation  # noqa: E402
-from specbench import aggregate, cli, runfiles  # noqa: E402
+from specbench import cli  # noqa: E402
+from specbench.analysis import aggregate  # noqa: E402
 from specbench.aws_retry import Retrier  # noqa: E402
-from specbench.emulator import EAGLE3_SERVICE  # noqa: E402
-from specbench.emulator_process import _healthy, emulators_in_subprocess, free_ports  # noqa: E402
-from specbench.store import RunStore, S3Store  # noqa: E402
+from specbench.emulator.process import _healthy, emulators_in_subprocess, free_ports  # noqa: E402
+from specbench.emulator.server import EAGLE3_SERVICE  # noqa: E402
+from specbench.results import runfiles  # noqa: E402
+from specbench.results.store import RunStore, S3Store  # noqa: E402
 
 BUCKET = "specdecode-demo-data"
 REGION = "us-east-2"
-# The emulator's draft/target step cost ratio (specbench.emulator.default_profiles): the model's
+# The emulator's draft/target step cost ratio (specbench.emulator.server.default_profiles): the model's
 # expected speedups should then match what is measured, which the report shows.
 EMULATOR_DRAFT_COST_RATIO = 0.08
 
@@ -77,7 +79,7 @@ def eagle3_emulator(time_scale: float, k: int = EAGLE3_K, timeout_s: float = 30.
     port = free_ports(1)[0]
     code = (
         "import sys, threading\n"
-        "from specbench.emulator import EmulatorServer, eagle3_profile\n"
+        "from specbench.emulator.server import EmulatorServer, eagle3_profile\n"
         "EmulatorServer(eagle3_profile(float(sys.argv[1]), int(sys.argv[3])), int(sys.argv[2])).start()\n"
         "threading.Event().wait()\n"
     )
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = aggregate.summarize_run(
         files.run, files.records, files.acceptance, baseline=config.serving.baseline_service, draft_cost_ratio=EMULATOR_DRAFT_COST_RATIO
     )
-    from specbench.report import write_report
+    from specbench.outputs.report import write_report
 
     written = write_report(summary, out / "report")
     finished = time.perf_counter()

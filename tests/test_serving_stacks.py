@@ -346,8 +346,8 @@ def test_three_way_demo_settings_name_each_services_stack_and_method():
 def test_cross_stack_runs_are_labelled_in_the_report_and_the_dashboard():
     from types import SimpleNamespace
 
-    from specbench.aggregate import cross_stack_note
-    from specbench.report import deployment_table
+    from specbench.analysis.aggregate import cross_stack_note
+    from specbench.outputs.report import deployment_table
 
     variants = [
         {"name": "qwen-vllm", "draft_model": "", "stack": REFERENCE, "method": "none", "speculator": "none"},
@@ -377,7 +377,7 @@ def test_cross_stack_runs_are_labelled_in_the_report_and_the_dashboard():
 def test_the_eagle3_emulator_exposes_v1_counters_per_position():
     import urllib.request
 
-    from specbench.acceptance import parse_spec_decode
+    from specbench.analysis.acceptance import parse_spec_decode
 
     with _demo().eagle3_emulator(time_scale=0.01) as url:
         body = {"model": "Qwen/Qwen3-32B", "prompt": "counting numbers from 1 2 3", "max_tokens": 40, "stream": True}
