@@ -82,11 +82,14 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     """The Job that fills models/. Its name carries a hash of what it does: a Job's pod template is
     immutable, so a changed model list or image creates a new Job (the old one is pruned)."""
     job_settings = {"image": spec.image, "models": list(spec.models), "token": spec.hf_token_secret_arn}
+    if spec.eagle3_heads:  # only then: the reference plan's Job keeps its name
+        job_settings["eagle3_heads"] = list(spec.eagle3_heads)
+    heads = [arg for head in spec.eagle3_heads for arg in ("--eagle3-head", head)]
     job = capacity.MODEL_CACHE_JOB
     container: dict[str, Any] = {
         "name": "fill",
         "image": spec.image,
-        "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *spec.models],
+        "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *heads, *spec.models],
         "env": [
             {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
             *SCRATCH_ENV,

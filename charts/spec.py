@@ -16,14 +16,16 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from config import ConfigError, PlatformConfig, Problem, catalog, layout
+from config import ConfigError, PlatformConfig, Problem, catalog, layout, serving_stacks
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
 from specbench.prompts.suite import load_suite
 
-# The reference run's vLLM framework on Neuron (REFERENCE.md section 1).
-NEURON_FRAMEWORK = "neuronx-distributed-inference"
+from . import serving_stack
+from .serving_stack import NEURON_FRAMEWORK, model_path
+
+__all__ = ["NEURON_FRAMEWORK", "model_path"]  # re-exported: they lived here before serving_stack.py (charts.model_cache)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class ServingSpec:
     # allocates connected devices.
     scheduler_name: str = layout.NEURON_SCHEDULER_NAME
     port: int = layout.SERVING_PORT
+    # The serving stack (config/serving_stacks.py); charts/serving_stack.py maps it to a container.
+    stack: str = serving_stacks.REFERENCE_STACK
 
     @property
     def instance(self) -> catalog.TrainiumInstance:
@@ -59,24 +63,29 @@ class ServingSpec:
 
 @dataclass(frozen=True)
 class VllmServiceSpec:
-    """One vLLM service: the shared spec, plus a draft model and k for a speculative variant."""
+    """One vLLM service: the shared spec, plus a speculator (a draft model or a trained head, as
+    the stack's method says) and k for a speculative variant."""
 
     name: str
     serving: ServingSpec
     draft_model: str = ""
     num_speculative_tokens: int = 0
+    # The target a trained head was trained for (config.variants.speculator_target).
+    speculator_target: str = ""
 
     def __post_init__(self) -> None:
-        problems = list(
-            speculation_problems(
+        s = self.serving
+        problems = list(self._method_problems())
+        if not problems:
+            problems += speculation_problems(
                 f"{self.name}.draft_model",
                 f"{self.name}.num_speculative_tokens",
                 self.draft_model,
                 self.num_speculative_tokens,
-                self.serving.target_model,
+                s.target_model,
+                self.method,
+                self.speculator_target,
             )
-        )
-        s = self.serving
         instance = catalog.TRAINIUM_INSTANCES.get(s.instance_type)
         if instance is None or s.logical_nc_config not in instance.lnc_options:
             known = ", ".join(f"{t.name} at LNC {'/'.join(map(str, t.lnc_options))}" for t in catalog.TRAINIUM_INSTANCES.values())
@@ -96,6 +105,33 @@ class VllmServiceSpec:
         if problems:
             raise ConfigError(problems)
 
+    def _method_problems(self) -> list[Problem]:
+        s = self.serving
+        stack = serving_stacks.STACKS.get(s.stack)
+        if stack is None:
+            return [Problem(f"{self.name}.stack", s.stack, "is not a serving stack", ", ".join(serving_stacks.STACKS))]
+        if self.draft_model and s.speculation_method not in stack.method_ids:
+            return [
+                Problem(
+                    f"{self.name}.speculation_method",
+                    s.speculation_method,
+                    f"is not supported by stack {s.stack}",
+                    ", ".join(stack.method_ids),
+                )
+            ]
+        return []
+
+    @property
+    def method(self) -> serving_stacks.SpeculationMethod:
+        """The speculation method on this service's stack (the stack's default for a baseline)."""
+        stack = serving_stacks.STACKS[self.serving.stack]
+        return stack.method(self.serving.speculation_method) if self.speculative else stack.methods[0]
+
+    @property
+    def method_label(self) -> str:
+        """What outputs call this service's method: the method's id, or ``none`` for a baseline."""
+        return self.serving.speculation_method if self.speculative else "none"
+
     @property
     def speculative(self) -> bool:
         return bool(self.draft_model)
@@ -103,24 +139,6 @@ class VllmServiceSpec:
     @property
     def variant(self) -> str:
         return "speculative" if self.speculative else "baseline"
-
-    def override_neuron_config(self) -> dict[str, Any]:
-        # The logical-core setting is passed explicitly: NxD Inference's default differs between
-        # releases, and it must equal the runtime's NEURON_LOGICAL_NC_CONFIG.
-        config: dict[str, Any] = {"save_sharded_checkpoint": True, "logical_nc_config": self.serving.logical_nc_config}
-        if self.speculative:
-            config["enable_fused_speculation"] = True
-        return config
-
-    def speculative_config(self) -> dict[str, Any] | None:
-        if not self.speculative:
-            return None
-        return {
-            "model": model_path(self.draft_model),
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "max_model_len": self.serving.max_model_len,
-            "method": self.serving.speculation_method,
-        }
 
     def compile_settings(self) -> dict[str, Any]:
         """Every setting that changes the compiled Neuron graphs (and nothing else: the service's
@@ -134,8 +152,7 @@ class VllmServiceSpec:
             "logical_nc_config": s.logical_nc_config,
             "max_num_seqs": s.max_num_seqs,
             "max_model_len": s.max_model_len,
-            "override_neuron_config": self.override_neuron_config(),
-            "speculative_config": self.speculative_config(),
+            **serving_stack.compile_flags(self),
         }
 
     def artifacts_dir(self) -> str:
@@ -151,6 +168,8 @@ class VllmServiceSpec:
         return {
             **instance_labels(self.name),
             "specdecode/variant": self.variant,
+            "specdecode/stack": self.serving.stack,
+            "specdecode/method": self.method_label,
             "specdecode/model": label_value(self.serving.target_model),
             "specdecode/draft-model": label_value(self.draft_model) if self.speculative else "none",
             "specdecode/speculative-tokens": str(self.num_speculative_tokens),
@@ -177,6 +196,8 @@ class ModelCacheSpec:
     kubernetes_version: str = "1.35"
     # The vLLM pods' port: the namespace's network policy opens it to the benchmark only.
     serving_port: int = layout.SERVING_PORT
+    # Models among ``models`` that are EAGLE3 heads: the fill script adapts their config.json.
+    eagle3_heads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,9 +224,18 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         shm_gib=s.shm_gib,
         startup_timeout_minutes=s.startup_timeout_minutes,
         scheduler_name=layout.NEURON_SCHEDULER_NAME if config.addons.neuron_scheduler else "",
+        stack=s.stack,
     )
-    services = tuple(VllmServiceSpec(v.name, shared, v.draft_model, v.num_speculative_tokens) for v in service_variants(s))
+    # A cross-stack baseline (config rules: only with serving.cross_stack) runs its own stack's image;
+    # every other setting stays shared.
+    baseline = shared if s.baseline_stack == s.stack else serving_stack.on_stack(shared, s.baseline_stack)
+    base, *speculative = service_variants(s)
+    services = (
+        VllmServiceSpec(base.name, baseline),
+        *(VllmServiceSpec(v.name, shared, v.draft_model, v.num_speculative_tokens, v.speculator_target) for v in speculative),
+    )
     models = tuple(dict.fromkeys(m for service in services for m in service.models()))
+    heads = tuple(dict.fromkeys(v.draft_model for v in services if v.speculative and v.method.speculator == serving_stacks.TRAINED_HEAD))
     cache = ModelCacheSpec(
         namespace=s.namespace,
         bucket_name=bucket_name,
@@ -217,6 +247,7 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         aws_cli_image=s.aws_cli_image,
         kubernetes_version=config.cluster.kubernetes_version,
         serving_port=shared.port,
+        eagle3_heads=heads,
     )
     return ServingPlan(cache, services)
 
@@ -382,9 +413,13 @@ def benchmark_requirements(engine: str) -> str:
 def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str, test_cases: list[str]) -> dict[str, Any]:
     """What was deployed when a run was made: stored with every run, so results stay interpretable
     after the deployment changes."""
-    shared, b = plan.services[0].serving, config.benchmark
+    # The speculative services' shared spec (a cross-stack baseline differs in stack and image only).
+    shared, b = plan.services[-1].serving, config.benchmark
+    cross = len({s.serving.stack for s in plan.services}) > 1
     return {
         "serving": {
+            "stack": shared.stack,
+            "comparison": "cross-stack" if cross else "same stack",
             "image": shared.image,
             "target_model": shared.target_model,
             "tensor_parallel_size": shared.tensor_parallel_size,
@@ -402,6 +437,10 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
                 "draft_model": s.draft_model,
                 "num_speculative_tokens": s.num_speculative_tokens,
                 "compiled_artifacts": s.artifacts_dir(),
+                "stack": s.serving.stack,
+                "method": s.method_label,
+                "speculator": s.method.speculator if s.speculative else "none",
+                "image": s.serving.image,
             }
             for s in plan.services
         ],
@@ -420,11 +459,6 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
             "metrics_namespace": b.metrics_namespace,
         },
     }
-
-
-def model_path(model_id: str) -> str:
-    """Where a model's weights appear in the serving pods (models/<org>/<name>/ in the bucket)."""
-    return f"{layout.MODELS_MOUNT}/{model_id}"
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

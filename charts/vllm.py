@@ -5,7 +5,6 @@ The baseline and every speculative variant come from this one class with differe
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -17,51 +16,14 @@ from config import layout
 from .model_cache import ARTIFACTS_CLAIM, MODELS_CLAIM, complete_marker
 from .objects import add_objects, claim_volume, guaranteed, metadata, neuron_placement
 from .security import container_security, pod_security
-from .spec import NEURON_FRAMEWORK, VllmServiceSpec, model_path
+from .serving_stack import service_container
+from .spec import VllmServiceSpec
 
 NEURON_DEVICE_RESOURCE = "aws.amazon.com/neuron"
 PROBE_PERIOD_S = 30
 # Seconds between the endpoint being removed from the Service and SIGTERM: in-flight streams finish.
 PRE_STOP_SLEEP_S = 15
 TERMINATION_GRACE_S = 90
-
-
-def vllm_args(spec: VllmServiceSpec) -> list[str]:
-    """``vllm serve`` arguments; clients address the model by its Hugging Face id."""
-    s = spec.serving
-    args = [
-        "serve",
-        model_path(s.target_model),
-        "--served-model-name",
-        s.target_model,
-        "--tensor-parallel-size",
-        str(s.tensor_parallel_size),
-        "--max-num-seqs",
-        str(s.max_num_seqs),
-        "--max-model-len",
-        str(s.max_model_len),
-        "--port",
-        str(s.port),
-        "--override-neuron-config",
-        json.dumps(spec.override_neuron_config(), sort_keys=True),
-    ]
-    speculative = spec.speculative_config()
-    if speculative:
-        args += ["--speculative-config", json.dumps(speculative, sort_keys=True)]
-    return args
-
-
-def vllm_env(spec: VllmServiceSpec) -> list[dict[str, str]]:
-    return [
-        # The 0.9.1 Neuron image serves through vLLM's V0 engine (as Neuron's speculative decoding
-        # tutorial runs it).
-        {"name": "VLLM_USE_V1", "value": "0"},
-        {"name": "VLLM_NEURON_FRAMEWORK", "value": NEURON_FRAMEWORK},
-        {"name": "NEURON_COMPILED_ARTIFACTS", "value": spec.artifacts_dir()},
-        {"name": "NEURON_LOGICAL_NC_CONFIG", "value": str(spec.serving.logical_nc_config)},
-        # Weights come from the bucket-backed cache only; never from the Hub at serving time.
-        {"name": "HF_HUB_OFFLINE", "value": "1"},
-    ]
 
 
 def _http_probe(period: int, failures: int, timeout: int = 10) -> dict[str, Any]:
@@ -93,10 +55,8 @@ def deployment(spec: VllmServiceSpec) -> dict[str, Any]:
     startup_failures = math.ceil(s.startup_timeout_minutes * 60 / PROBE_PERIOD_S)
     container = {
         "name": "vllm",
-        "image": s.image,
-        "command": ["vllm"],
-        "args": vllm_args(spec),
-        "env": vllm_env(spec),
+        # Image, command, arguments and environment of the service's stack.
+        **service_container(spec),
         "ports": [{"name": "http", "containerPort": s.port, "protocol": "TCP"}],
         "resources": guaranteed(str(s.cpu), f"{s.memory_gib}Gi", **{NEURON_DEVICE_RESOURCE: str(s.neuron_devices)}),
         # A first start compiles the Neuron graphs (hours for a 32B model); later starts load them.
@@ -168,6 +128,7 @@ def _annotations(spec: VllmServiceSpec) -> dict[str, str]:
     annotations = {"specdecode/target-model": spec.serving.target_model, "specdecode/compiled-artifacts": spec.artifacts_dir()}
     if spec.speculative:
         annotations["specdecode/draft-model"] = spec.draft_model
+        annotations["specdecode/speculator"] = spec.method.speculator
     return annotations
 
 

@@ -57,11 +57,9 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 
 CAPACITY_MODES = ("on-demand", "capacity-block", "reservation")
 ENDPOINT_ACCESS_MODES = ("public-and-private", "private")
-SPECULATION_METHODS = ("eagle", "eagle3")
 # Benchmark engines of `specbench run --engine`: the project's own streaming client, or llmperf.
 BENCHMARK_ENGINES = ("native", "llmperf")
-MIN_SPECULATIVE_TOKENS = 1
-MAX_SPECULATIVE_TOKENS = 15
+# Speculation methods and their k ranges are per serving stack: config/serving_stacks.py.
 
 # Models known to share one tokenizer; a draft model must come from the target's family.
 _KNOWN_FAMILIES: tuple[tuple[str, str], ...] = (

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any, get_type_hints
 
+from . import serving_stacks
 from .errors import ConfigError, Problem
-from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, sections
+from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, ServingSettings, sections
 from .validate import validate
 
 _TRUE = ("true", "yes", "1", "on")
@@ -90,7 +91,20 @@ def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> Platfor
     addons = config.addons
     if not addons.neuron_scheduler_image:
         addons = replace(addons, neuron_scheduler_image=f"registry.k8s.io/kube-scheduler:v{config.cluster.kubernetes_version}.0")
-    return replace(config, env=env, neuron_nodes=neuron, addons=addons)
+    return replace(config, env=env, neuron_nodes=neuron, addons=addons, serving=_serving_derived(config.serving))
+
+
+def _serving_derived(s: ServingSettings) -> ServingSettings:
+    """The stack's image and default method, the baseline's stack and a known head's target. An
+    unknown stack leaves them empty; the serving rules report the stack."""
+    stack = serving_stacks.STACKS.get(s.stack)
+    return replace(
+        s,
+        baseline_stack=s.baseline_stack or s.stack,
+        image=s.image or (stack.image if stack else ""),
+        speculation_method=s.speculation_method or (stack.default_method if stack else ""),
+        speculator_head_target=s.speculator_head_target or serving_stacks.KNOWN_HEADS.get(s.speculator_head, ""),
+    )
 
 
 def coerce(value: Any, kind: Any) -> Any:

@@ -105,26 +105,63 @@ class NeuronNodeSettings:
 
 @dataclass(frozen=True)
 class ServingSettings:
+    stack: str = setting(
+        "nxdi-draft",
+        "Serving stack of the speculative services (config/serving_stacks.py): `nxdi-draft` (the reference recipe: vLLM 0.9.1 "
+        "V0 + NxD Inference, SDK 2.26.1, plain draft model, fused speculation) or `vllm-neuron` (vLLM V1 + the vLLM-Neuron "
+        "plugin, SDK 2.33.0, trained EAGLE3 head; documentation only, not run on hardware here).",
+    )
+    baseline_stack: str = setting(
+        "",
+        "Serving stack of the baseline service; a stack other than `serving.stack` is a cross-stack comparison and needs "
+        "`serving.cross_stack=true`.",
+        derived="`serving.stack`",
+    )
+    cross_stack: bool = setting(
+        False,
+        "Allow the baseline on another stack than the speculative services (`serving.baseline_stack`); every output then "
+        "labels the comparison cross-stack, since image, engine and Neuron settings differ besides speculation.",
+    )
     target_model: str = setting("Qwen/Qwen3-32B", "Hugging Face id of the served (target) model.")
-    draft_model: str = setting("Qwen/Qwen3-1.7B", "Draft model of the speculative service; must share the target's tokenizer family.")
-    num_speculative_tokens: int = setting(7, "Tokens the draft proposes per step (k), 1 to 15.")
     speculation_method: str = setting(
-        "eagle", "`method` in vLLM's speculative config (`eagle` on the 0.9.1 Neuron image, `eagle3` on newer)."
+        "",
+        "How the speculative services speculate; one the stack supports: `draft` (a plain draft model, fused speculation; "
+        "`nxdi-draft` only) or `eagle3` (a trained EAGLE3 head; `vllm-neuron` only).",
+        derived="the stack's default: `draft` on `nxdi-draft`, `eagle3` on `vllm-neuron`",
+    )
+    draft_model: str = setting(
+        "Qwen/Qwen3-1.7B", "Draft model of the speculative service under method `draft`; must share the target's tokenizer family."
+    )
+    speculator_head: str = setting(
+        "AngelSlim/Qwen3-32B_eagle3",
+        "Trained EAGLE3 head of the speculative service under method `eagle3` (Hugging Face id); it must have been trained "
+        "for `serving.target_model`. The model cache adapts its `config.json` architecture to the plugin's (unverified).",
+    )
+    speculator_head_target: str = setting(
+        "",
+        "Target model `serving.speculator_head` was trained for; must equal `serving.target_model`.",
+        derived="the head's target for a known public head (config/serving_stacks.py `KNOWN_HEADS`), else empty (then set it)",
+    )
+    num_speculative_tokens: int = setting(
+        7, "Tokens proposed per step (k); the method sets the range: 1 to 15 for `draft`, 2 to 7 for `eagle3`."
     )
     tensor_parallel_size: int = setting(32, "Tensor parallelism in logical NeuronCores; a whole number of devices.")
     max_num_seqs: int = setting(4, "Batch limit (vLLM `--max-num-seqs`).")
     max_model_len: int = setting(1024, "Context length (vLLM `--max-model-len`); at least benchmark input + output tokens.")
     image: str = setting(
-        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
-        "Serving image, identical for both services; pinned by tag or digest.",
+        "",
+        "Serving image of `serving.stack`, identical for every service on it; pinned by tag or digest. A cross-stack "
+        "baseline runs its own stack's pinned image.",
+        derived="the stack's pinned image (config/serving_stacks.py)",
     )
     namespace: str = setting("specdecode", "Kubernetes namespace of the services, the model cache and the benchmark.")
     baseline_service: str = setting("qwen-vllm", "Name of the baseline Deployment and Service (a DNS label).")
     speculative_service: str = setting("qwen-sd-vllm", "Name of the speculative Deployment and Service (a DNS label).")
     extra_speculative_variants: tuple[str, ...] = setting(
         (),
-        "Further speculative services for sweeps, each `NAME:DRAFT_MODEL:K` (e.g. `qwen-sd-k5:Qwen/Qwen3-1.7B:5`); "
-        "each needs its own Neuron devices.",
+        "Further speculative services for sweeps, each `NAME:SPECULATOR:K` with the draft model (method `draft`) or the "
+        "head (`eagle3`) as SPECULATOR (e.g. `qwen-sd-k5:Qwen/Qwen3-1.7B:5`); same stack and method; each needs its own "
+        "Neuron devices.",
     )
     cpu_per_service: int = setting(90, "vCPUs requested (and limited to) per service.")
     memory_gib_per_service: int = setting(900, "Memory requested (and limited to) per service, GiB; includes `/dev/shm`.")

@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterable
 # benchmark's own requirements.
 from specbench.prompts.suite import SuiteError, load_suite
 
-from . import capacity, catalog, ec2, subnets
+from . import capacity, catalog, ec2, serving_stacks, subnets
 from .errors import Problem, one_line_each
-from .model import PlatformConfig
-from .variants import parse_extra_variant, service_variants
+from .model import PlatformConfig, ServingSettings
+from .variants import parse_extra_variant, service_variants, speculator_target
+
+# The reference stack's method: what a caller that names no method checks against.
+REFERENCE_METHOD = serving_stacks.STACKS[serving_stacks.REFERENCE_STACK].methods[0]
 
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
@@ -292,25 +295,37 @@ def neuron_node_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
 
 
-def speculation_problems(draft_key: str, k_key: str, draft: str, k: int, target: str) -> Iterable[Problem]:
-    """A speculative service needs both a draft model and k; the draft must be a smaller model of
-    the target's tokenizer family. Shared by the configuration and the chart specs."""
+def speculation_problems(
+    draft_key: str,
+    k_key: str,
+    draft: str,
+    k: int,
+    target: str,
+    method: serving_stacks.SpeculationMethod = REFERENCE_METHOD,
+    head_target: str = "",
+) -> Iterable[Problem]:
+    """A speculative service needs both a speculator and k within the method's range. A draft
+    model must be a smaller model of the target's tokenizer family; a trained head must have been
+    trained for the target. Shared by the configuration and the chart specs."""
     if not draft and k:
-        yield Problem(k_key, k, "is set but there is no draft model to propose the tokens", f"0, or set {draft_key}")
+        yield Problem(k_key, k, f"is set but there is no {method.speculator} to propose the tokens", f"0, or set {draft_key}")
         return
     if draft and not k:
         yield Problem(
             k_key,
             k,
-            f"is missing: the draft model {draft} needs a number of tokens to propose",
-            f"{catalog.MIN_SPECULATIVE_TOKENS} to {catalog.MAX_SPECULATIVE_TOKENS}",
+            f"is missing: the {method.speculator} {draft} needs a number of tokens to propose",
+            f"{method.k_min} to {method.k_max}",
         )
         return
     if not draft:
         return  # a baseline service
-    yield from _range(k_key, k, catalog.MIN_SPECULATIVE_TOKENS, catalog.MAX_SPECULATIVE_TOKENS)
+    yield from _range(k_key, k, method.k_min, method.k_max)
     if not catalog.HF_MODEL_ID.match(draft):
         yield Problem(draft_key, draft, "is not a Hugging Face model id", "<org>/<name>, e.g. Qwen/Qwen3-1.7B")
+        return
+    if method.speculator == serving_stacks.TRAINED_HEAD:
+        yield from _head_problems(draft_key, draft, target, head_target)
         return
     target_family, draft_family = catalog.model_family(target), catalog.model_family(draft)
     if target_family != draft_family:
@@ -330,6 +345,67 @@ def speculation_problems(draft_key: str, k_key: str, draft: str, k: int, target:
             f"is not smaller than the target ({draft_b:g}B >= {target_b:g}B)",
             f"a {target_family} model under {target_b:g}B",
             depends_on=("serving.target_model",),
+        )
+
+
+def _head_problems(key: str, head: str, target: str, head_target: str) -> Iterable[Problem]:
+    """A head reads the target's hidden states: it works only with the target it was trained for."""
+    known = ", ".join(f"{h} (for {t})" for h, t in serving_stacks.KNOWN_HEADS.items() if t == target)
+    if not head_target:
+        yield Problem(
+            key,
+            head,
+            "is a head whose target model is unknown",
+            f"{known or 'a head trained for ' + target}, or set serving.speculator_head_target",
+            depends_on=("serving.speculator_head_target",),
+        )
+    elif head_target != target:
+        yield Problem(
+            key,
+            head,
+            f"was trained for {head_target}, not for the target {target}",
+            known or f"a head trained for {target}",
+            depends_on=("serving.target_model", "serving.speculator_head_target"),
+        )
+
+
+def stack_problems(s: ServingSettings, temperature: float) -> Iterable[Problem]:
+    """The stacks exist, the method is one the stack supports, and a baseline on another stack is
+    asked for explicitly."""
+    names = ", ".join(serving_stacks.STACKS)
+    stack = serving_stacks.STACKS.get(s.stack)
+    if stack is None:
+        yield Problem("serving.stack", s.stack, "is not a serving stack", names)
+        return
+    if s.baseline_stack not in serving_stacks.STACKS:
+        yield Problem("serving.baseline_stack", s.baseline_stack, "is not a serving stack", names)
+    elif s.baseline_stack != s.stack and not s.cross_stack:
+        yield Problem(
+            "serving.baseline_stack",
+            s.baseline_stack,
+            f"differs from serving.stack={s.stack}: a cross-stack comparison, which must be asked for",
+            f"{s.stack}, or set serving.cross_stack=true",
+            depends_on=("serving.stack", "serving.cross_stack"),
+        )
+    if s.speculation_method not in stack.method_ids:
+        others = serving_stacks.stack_of_method(s.speculation_method)
+        where = f" (it runs on {', '.join(others)})" if others else ""
+        yield Problem(
+            "serving.speculation_method",
+            s.speculation_method,
+            f"is not supported by serving.stack={s.stack}{where}",
+            ", ".join(stack.method_ids),
+            depends_on=("serving.stack",),
+        )
+    on_plugin = serving_stacks.VLLM_NEURON_STACK in (s.stack, s.baseline_stack)
+    if on_plugin and temperature != 0.0:
+        # The plugin's documented speculative and on-device sampling configurations are greedy
+        # (charts/serving_stack.py); nothing else is shown, so nothing else is deployed.
+        yield Problem(
+            "benchmark.temperature",
+            temperature,
+            f"is not greedy, and only greedy sampling is documented on serving stack {serving_stacks.VLLM_NEURON_STACK}",
+            "0.0",
         )
 
 
@@ -358,18 +434,20 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
     s = c.serving
     if not catalog.HF_MODEL_ID.match(s.target_model):
         yield Problem("serving.target_model", s.target_model, "is not a Hugging Face model id", "<org>/<name>, e.g. Qwen/Qwen3-32B")
-    if not s.draft_model:
-        yield Problem(
-            "serving.draft_model", "", "is empty; the speculative service needs a draft model", "a smaller model of the target's family"
-        )
-    else:
-        yield from speculation_problems(
-            "serving.draft_model", "serving.num_speculative_tokens", s.draft_model, s.num_speculative_tokens, s.target_model
-        )
-    if s.speculation_method not in catalog.SPECULATION_METHODS:
-        yield Problem(
-            "serving.speculation_method", s.speculation_method, "is not a speculation method", ", ".join(catalog.SPECULATION_METHODS)
-        )
+    stack_issues = list(stack_problems(s, c.benchmark.temperature))
+    yield from stack_issues
+    method = _method(s)
+    if method is not None:
+        key = "serving.speculator_head" if method.speculator == serving_stacks.TRAINED_HEAD else "serving.draft_model"
+        speculator = getattr(s, key.split(".")[1])
+        if not speculator:
+            wanted = "a smaller model of the target's family" if key == "serving.draft_model" else f"a head trained for {s.target_model}"
+            yield Problem(key, "", f"is empty; the speculative service needs a {method.speculator}", wanted)
+        else:
+            target = s.speculator_head_target
+            yield from speculation_problems(
+                key, "serving.num_speculative_tokens", speculator, s.num_speculative_tokens, s.target_model, method, target
+            )
     yield from _range("serving.max_num_seqs", s.max_num_seqs, 1, 256)
     yield from _range("serving.max_model_len", s.max_model_len, 128, 131072)
     needed = c.benchmark.input_tokens + c.benchmark.output_tokens
@@ -381,7 +459,8 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
             f">= {needed}",
             depends_on=("benchmark.input_tokens", "benchmark.output_tokens"),
         )
-    yield from image_problems("serving.image", s.image)
+    if s.image or s.stack in serving_stacks.STACKS:  # empty: derived from an unknown stack, reported above
+        yield from image_problems("serving.image", s.image)
     yield from image_problems("serving.aws_cli_image", s.aws_cli_image)
     if s.hf_token_secret_arn and not SECRET_ARN.match(s.hf_token_secret_arn):
         yield Problem(
@@ -405,6 +484,15 @@ def serving_rules(c: PlatformConfig) -> Iterable[Problem]:
     yield from capacity_rules(c)
 
 
+def _method(s: ServingSettings) -> serving_stacks.SpeculationMethod | None:
+    """The configured method on the configured stack; None when either is wrong (reported by stack_problems)."""
+    stack = serving_stacks.STACKS.get(s.stack)
+    try:
+        return stack.method(s.speculation_method) if stack else None
+    except KeyError:
+        return None
+
+
 def service_name_rules(c: PlatformConfig) -> Iterable[Problem]:
     s = c.serving
     if not DNS_LABEL.match(s.namespace):
@@ -422,10 +510,13 @@ def service_name_rules(c: PlatformConfig) -> Iterable[Problem]:
         try:
             variant = parse_extra_variant(text)
         except ValueError as err:
-            yield Problem(key, text, str(err), "NAME:DRAFT_MODEL:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5")
+            yield Problem(key, text, str(err), "NAME:SPECULATOR:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5")
             continue
         named.append((key, variant.name))
-        yield from speculation_problems(key, key, variant.draft_model, variant.num_speculative_tokens, s.target_model)
+        method = _method(s)
+        if method is not None:
+            target = speculator_target(s, variant.draft_model)
+            yield from speculation_problems(key, key, variant.draft_model, variant.num_speculative_tokens, s.target_model, method, target)
     seen: set[str] = set()
     for key, name in named:
         if not DNS_LABEL.match(name) or name[0].isdigit():
@@ -646,5 +737,11 @@ def config_warnings(config: PlatformConfig) -> list[str]:
             f"cluster.public_access_cidrs={','.join(opened)}: the public API endpoint accepts any address (only IAM "
             "authentication guards it); restrict it with -c cluster.public_access_cidrs=<your CIDR>/32 or use "
             '-c cluster.endpoint_access=private (README, "API endpoint access")'
+        )
+    stack = serving_stacks.STACKS.get(config.serving.stack)
+    if stack is not None and config.serving.image != stack.image:
+        found.append(
+            f"serving.image={config.serving.image}: not the image serving.stack={stack.id} pins ({stack.image}); its "
+            'arguments and environment follow that stack\'s documentation (README, "Which serving stack")'
         )
     return found

@@ -10,6 +10,11 @@
    six prompt classes, code and JSON) and prints acceptance measured from the stream and speedups
    per class (its report in ``<out>/report-classes``).
 
+``--three-way`` adds a third emulated service, an EAGLE3 head on the vLLM-Neuron stack
+(``specbench.emulator.server.eagle3_profile``), beside the baseline and the draft model of the reference
+stack. The EAGLE3 service is then compared with a baseline on another stack: the run's settings, the
+report and the dashboard label it a cross-stack comparison.
+
 The emulators run at ``--time-scale`` (0.2 by default: every latency is a fifth of the real model's,
 speedups are unchanged), so a full 8-test-case suite takes about two minutes.
 
@@ -25,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -41,7 +47,8 @@ from lambdas.aggregate import handler as aggregation  # noqa: E402
 from specbench import cli  # noqa: E402
 from specbench.analysis import aggregate  # noqa: E402
 from specbench.aws_retry import Retrier  # noqa: E402
-from specbench.emulator.process import emulators_in_subprocess, free_ports  # noqa: E402
+from specbench.emulator.process import _healthy, emulators_in_subprocess, free_ports  # noqa: E402
+from specbench.emulator.server import EAGLE3_SERVICE  # noqa: E402
 from specbench.results import runfiles  # noqa: E402
 from specbench.results.store import RunStore, S3Store  # noqa: E402
 
@@ -65,6 +72,51 @@ def moto_server() -> Iterator[str]:
         server.stop()
 
 
+# k of the emulated EAGLE3 service: within the plugin's documented 2..7 (config/serving_stacks.py).
+EAGLE3_K = 5
+
+
+@contextlib.contextmanager
+def eagle3_emulator(time_scale: float, k: int = EAGLE3_K, timeout_s: float = 30.0) -> Iterator[str]:
+    """The EAGLE3 emulator in its own process (as each vLLM server has its own); yields its URL."""
+    port = free_ports(1)[0]
+    code = (
+        "import sys, threading\n"
+        "from specbench.emulator.server import EmulatorServer, eagle3_profile\n"
+        "EmulatorServer(eagle3_profile(float(sys.argv[1]), int(sys.argv[3])), int(sys.argv[2])).start()\n"
+        "threading.Event().wait()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, "-c", code, str(time_scale), str(port), str(k)], env=env, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not _healthy(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"EAGLE3 emulator did not start: {process.stderr.read().decode()[-1000:] if process.stderr else ''}")
+            time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def three_way_settings(reference: dict, bucket: str = BUCKET) -> dict:
+    """The reference deployment's snapshot plus the vLLM-Neuron stack's EAGLE3 service, as one run's
+    settings: every service names its stack and method, and the run is labelled cross-stack (the
+    EAGLE3 service's baseline runs on the reference stack)."""
+    config = load_config({"serving.stack": "vllm-neuron", "serving.num_speculative_tokens": EAGLE3_K})
+    plan = serving_plan(config, bucket)
+    eagle3 = json.loads(benchmark_spec(config, plan).settings_json)["variants"][-1]
+    settings = json.loads(json.dumps(reference))
+    settings["variants"].append({**eagle3, "name": EAGLE3_SERVICE})
+    settings["serving"]["comparison"] = "cross-stack"
+    return settings
+
+
 def offline_aws(endpoint: str) -> None:
     """Every boto3 client of this process (and the benchmark's) talks to moto, with dummy keys."""
     os.environ.update(
@@ -86,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=8, help="requests per test case and service (default: %(default)s)")
     parser.add_argument("--test-case", action="append", help="run only these test cases (repeatable; default: all 8)")
     parser.add_argument("--classes-suite", default="builtin:classes-offline", help="the dataset suite run after it ('' to skip)")
+    parser.add_argument(
+        "--three-way", action="store_true", help="also an EAGLE3 head on the vLLM-Neuron stack: baseline, draft model, EAGLE3 head"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,10 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config({})
     spec = benchmark_spec(config, serving_plan(config, BUCKET))
     settings_file = out / "settings.json"
-    settings_file.write_text(spec.settings_json, encoding="utf-8")
+    snapshot = json.loads(spec.settings_json)
+    if args.three_way:
+        snapshot = three_way_settings(snapshot)
+    settings_file.write_text(json.dumps(snapshot, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-demo00"
 
-    with moto_server() as endpoint, emulators_in_subprocess(time_scale=args.time_scale) as urls:
+    with contextlib.ExitStack() as running:
+        endpoint = running.enter_context(moto_server())
+        urls = dict(running.enter_context(emulators_in_subprocess(time_scale=args.time_scale)))
+        if args.three_way:
+            urls[EAGLE3_SERVICE] = running.enter_context(eagle3_emulator(args.time_scale))
         offline_aws(endpoint)
         s3, cloudwatch = aggregation.make_clients(REGION)
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})

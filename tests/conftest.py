@@ -53,7 +53,10 @@ VARIANT_CONTEXT = {
     "data.keep_bucket_on_destroy": "false",
     "data.log_retention_days": "90",
     "serving.hf_token_secret_arn": HF_TOKEN_SECRET_ARN,
-    "serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4",
+    # The second serving stack (EAGLE3 head) goes through the full synth, cfn-lint and cdk-nag here,
+    # at no extra synthesis.
+    "serving.stack": "vllm-neuron",
+    "serving.extra_speculative_variants": "qwen-sd-k4:AngelSlim/Qwen3-32B_eagle3:4",
     "neuron_nodes.max_size": "2",
     "results.dashboard_name": "SpecDecode-Variant",
     "results.refresh_minutes": "1",

@@ -178,17 +178,17 @@ def test_a_custom_suite_reaches_the_pod_as_suite_json(spec, suite_file):
 
 
 def test_endpoints_are_every_service_of_the_plan_baseline_first():
-    context = {k: v for k, v in VARIANT_CONTEXT.items() if k.startswith(("serving.extra", "neuron_nodes.max"))}
+    context = {k: v for k, v in VARIANT_CONTEXT.items() if k.startswith(("serving.extra", "serving.stack", "neuron_nodes.max"))}
     config = load_config(context, {})
     plan = serving_plan(config, BUCKET)
     extra = benchmark_spec(config, plan)
     assert _flag(run_args(extra), "--endpoint") == [f"{s.name}=http://{s.name}:{layout.SERVING_PORT}" for s in plan.services]
     assert [s.name for s in plan.services] == ["qwen-vllm", "qwen-sd-vllm", "qwen-sd-k4"]
     settings = json.loads(extra.settings_json)
-    assert [(v["name"], v["draft_model"], v["num_speculative_tokens"]) for v in settings["variants"]] == [
-        ("qwen-vllm", "", 0),
-        ("qwen-sd-vllm", "Qwen/Qwen3-1.7B", 7),
-        ("qwen-sd-k4", "Qwen/Qwen3-1.7B", 4),
+    assert [(v["name"], v["draft_model"], v["num_speculative_tokens"], v["method"]) for v in settings["variants"]] == [
+        ("qwen-vllm", "", 0, "none"),
+        ("qwen-sd-vllm", "AngelSlim/Qwen3-32B_eagle3", 7, "eagle3"),
+        ("qwen-sd-k4", "AngelSlim/Qwen3-32B_eagle3", 4, "eagle3"),
     ]
 
 

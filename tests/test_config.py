@@ -215,7 +215,9 @@ def test_model_ids_must_look_like_hugging_face_ids():
 
 
 def test_unknown_speculation_method():
-    assert only_problem(serving__speculation_method="medusa").endswith("allowed: eagle, eagle3")
+    assert only_problem(serving__speculation_method="medusa") == (
+        "serving.speculation_method='medusa': is not supported by serving.stack=nxdi-draft; allowed: draft"
+    )
 
 
 @pytest.mark.parametrize(
@@ -370,7 +372,7 @@ def test_extra_variants_each_need_their_own_devices():
 @pytest.mark.parametrize(
     "text, problem",
     [
-        ("qwen-sd-k4", "is not NAME:DRAFT_MODEL:K"),
+        ("qwen-sd-k4", "is not NAME:SPECULATOR:K"),
         ("qwen-sd-k4:Qwen/Qwen3-1.7B:four", "has K='four', not a whole number"),
         ("qwen-sd-k4:Qwen/Qwen3-1.7B:16", "is out of range; allowed: 1 to 15"),
         ("qwen-sd-k4:meta-llama/Llama-3.2-1B:4", "a draft must share the target's tokenizer"),

@@ -140,7 +140,7 @@ CASES: list[tuple[dict[str, object], list[str]]] = [
     (
         {"serving.extra_speculative_variants": "bad,qwen-sd-k4:Qwen/Qwen3-1.7B:4"},
         [
-            "serving.extra_speculative_variants='bad': is not NAME:DRAFT_MODEL:K; allowed: NAME:DRAFT_MODEL:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5"
+            "serving.extra_speculative_variants='bad': is not NAME:SPECULATOR:K; allowed: NAME:SPECULATOR:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5"
         ],
     ),
     (
@@ -654,7 +654,10 @@ MORE_CASES: list[tuple[dict[str, object], list[str]]] = [
             "serving.tensor_parallel_size=128: exceeds the 64 logical NeuronCores of one trn2.48xlarge; allowed: a multiple of 4 up to 64 on trn2.48xlarge at LNC=2"
         ],
     ),
-    ({"serving.speculation_method": "foo"}, ["serving.speculation_method='foo': is not a speculation method; allowed: eagle, eagle3"]),
+    (
+        {"serving.speculation_method": "foo"},
+        ["serving.speculation_method='foo': is not supported by serving.stack=nxdi-draft; allowed: draft"],
+    ),
     ({"serving.max_model_len": 1024, "benchmark.input_tokens": 512, "benchmark.output_tokens": 512}, []),
     (
         {"serving.max_model_len": 1023, "benchmark.input_tokens": 512, "benchmark.output_tokens": 512},
@@ -764,7 +767,7 @@ MORE_CASES: list[tuple[dict[str, object], list[str]]] = [
     (
         {"serving.extra_speculative_variants": "bad,qwen-sd-k4:Qwen/Qwen3-1.7B:16"},
         [
-            "serving.extra_speculative_variants='bad': is not NAME:DRAFT_MODEL:K; allowed: NAME:DRAFT_MODEL:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5",
+            "serving.extra_speculative_variants='bad': is not NAME:SPECULATOR:K; allowed: NAME:SPECULATOR:K, e.g. qwen-sd-k5:Qwen/Qwen3-1.7B:5",
             "serving.extra_speculative_variants=16: is out of range; allowed: 1 to 15",
         ],
     ),

@@ -93,3 +93,60 @@ def test_an_interrupted_fill_resumes_and_replaces_partial_files(dirs):
 
 def test_pickled_weights_are_kept_when_there_are_no_safetensors():
     assert fill.wanted_files([("pytorch_model.bin", 3), ("config.json", 1)]) == [("config.json", 1), ("pytorch_model.bin", 3)]
+
+
+# --- EAGLE3 heads ---------------------------------------------------------------------------------
+
+HEAD_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 5120, "num_hidden_layers": 1}
+
+
+class FakeHeadHub(FakeHub):
+    """A head as a Hub repository: a config.json with the SGLang-style architecture name."""
+
+    def __init__(self, revision: str = "rev1", config: dict | None = None):
+        super().__init__(revision)
+        self.files = {"config.json": json.dumps(config or HEAD_CONFIG).encode(), "model.safetensors": b"h" * 300}
+
+    def list_files(self, model):
+        return self.revision, [(path, len(data)) for path, data in self.files.items()]
+
+    def download(self, model, revision, path, scratch: Path) -> Path:
+        self.downloads.append(path)
+        local = scratch / path
+        local.write_bytes(self.files[path])
+        return local
+
+
+def test_a_head_gets_the_plugins_architecture_and_keeps_the_published_config(dirs):
+    dest, scratch = dirs
+    hub = FakeHeadHub()
+    summary = fill.fill_model("AngelSlim/Qwen3-32B_eagle3", dest, scratch, hub.list_files, hub.download, eagle3_head=True)
+    head = dest / "AngelSlim" / "Qwen3-32B_eagle3"
+    assert json.loads((head / "config.json").read_text()) == {**HEAD_CONFIG, "architectures": ["Eagle3LlamaForCausalLM"]}
+    assert json.loads((head / fill.HUB_CONFIG).read_text()) == HEAD_CONFIG
+    assert summary["eagle3_head"] == {
+        "adapted": True,
+        "architectures": ["Eagle3LlamaForCausalLM"],
+        "published_architectures": ["LlamaForCausalLMEagle3"],
+    }
+    # A resumed fill of a new revision reuses the published copy instead of downloading config.json again.
+    newer = FakeHeadHub("rev2")
+    again = fill.fill_model("AngelSlim/Qwen3-32B_eagle3", dest, scratch, newer.list_files, newer.download, eagle3_head=True)
+    assert newer.downloads == [] and again["reused"] == 2
+    assert json.loads((head / "config.json").read_text())["architectures"] == ["Eagle3LlamaForCausalLM"]
+
+
+def test_a_head_the_plugin_resolves_already_is_left_alone(dirs):
+    dest, scratch = dirs
+    hub = FakeHeadHub(config={"architectures": ["LlamaForCausalLM"]})
+    summary = fill.fill_model("org/head", dest, scratch, hub.list_files, hub.download, eagle3_head=True)
+    assert summary["eagle3_head"] == {"adapted": False, "architectures": ["LlamaForCausalLM"]}
+    assert not (dest / "org" / "head" / fill.HUB_CONFIG).exists()
+
+
+def test_a_target_model_is_never_adapted(dirs):
+    dest, scratch = dirs
+    hub = FakeHeadHub()
+    summary = fill.fill_model("org/model", dest, scratch, hub.list_files, hub.download)
+    assert "eagle3_head" not in summary
+    assert json.loads((dest / "org" / "model" / "config.json").read_text()) == HEAD_CONFIG

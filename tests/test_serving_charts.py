@@ -29,8 +29,14 @@ def _find(dist, kind, name):
 
 # --- parity ---------------------------------------------------------------------------------------
 
-VARIANT_LABELS = ("app.kubernetes.io/instance", "specdecode/variant", "specdecode/draft-model", "specdecode/speculative-tokens")
-VARIANT_ANNOTATIONS = ("specdecode/compiled-artifacts", "specdecode/draft-model")
+VARIANT_LABELS = (
+    "app.kubernetes.io/instance",
+    "specdecode/variant",
+    "specdecode/method",
+    "specdecode/draft-model",
+    "specdecode/speculative-tokens",
+)
+VARIANT_ANNOTATIONS = ("specdecode/compiled-artifacts", "specdecode/draft-model", "specdecode/speculator")
 POD = "spec.template.spec"
 # Everything the speculative Deployment may differ in: its name and labels, the draft model and k
 # (speculative config), the speculation method (fused speculation), its own compiled artifacts,
@@ -114,7 +120,6 @@ def test_artifacts_location_changes_with_every_compile_setting_and_only_those(pl
         {"max_num_seqs": 8},
         {"max_model_len": 2048},
         {"logical_nc_config": 1, "tensor_parallel_size": 64},
-        {"speculation_method": "eagle3"},
         {"target_model": "Qwen/Qwen3-14B"},
     ):
         changed = dataclasses.replace(base, serving=dataclasses.replace(base.serving, **change)).artifacts_dir()

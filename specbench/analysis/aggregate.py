@@ -437,3 +437,16 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def cross_stack_note(settings: Mapping[str, Any]) -> str:
+    """Empty when every service ran on one serving stack (or the run predates stacks); otherwise
+    the label every output gives a cross-stack comparison."""
+    stacks = {v.get("name", "?"): v["stack"] for v in settings.get("variants") or [] if isinstance(v, Mapping) and v.get("stack")}
+    if len(set(stacks.values())) < 2:
+        return ""
+    where = ", ".join(f"{name} on {stack}" for name, stack in stacks.items())
+    return (
+        f"CROSS-STACK comparison ({where}): image, engine and Neuron settings differ besides speculation, "
+        "so a speedup is not speculation's alone."
+    )

@@ -283,6 +283,27 @@ def default_profiles(time_scale: float = 1.0) -> dict[str, EmulatorProfile]:
     }
 
 
+EAGLE3_SERVICE = "qwen-eagle3-vllm"
+
+
+def eagle3_profile(time_scale: float = 1.0, k: int = 5) -> EmulatorProfile:
+    """An EAGLE3-head service (the vLLM-Neuron stack) beside the two of ``default_profiles``, for the
+    three-way demo. Illustrative figures, not measurements: a one-layer head costs less per draft
+    step than a 1.7B draft (c 0.03 against 0.08), and public Qwen3-32B heads report shorter
+    acceptance than that draft (REFERENCE.md section 5), so each marker's acceptance is 0.1 lower.
+    It exposes vLLM V1's counters, per position too, as that stack does (legacy_gauges off)."""
+    reference = default_profiles(time_scale)["qwen-sd-vllm"]
+    acceptance = tuple((marker, round(max(p - 0.1, 0.0), 2)) for marker, p in reference.acceptance)
+    return dataclasses_replace(
+        reference,
+        num_speculative_tokens=k,
+        draft_cost_ratio=0.03,
+        acceptance=acceptance,
+        default_acceptance=round(reference.default_acceptance - 0.1, 2),
+        legacy_gauges=False,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Ground truth
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench.analysis import aggregate
-from specbench.analysis.aggregate import RunSummary
+from specbench.analysis.aggregate import RunSummary, cross_stack_note
 from specbench.analysis.stats import format_interval
 
 GRID_WIDTH = 24
@@ -117,9 +117,12 @@ def header_markdown(summary: RunSummary | None, settings: DashboardSettings) -> 
         return "\n\n".join(lines)
     banner = "" if summary.completeness == aggregate.COMPLETE else "**PARTIAL DATA** — "
     lines.append(f"{banner}**{_md(summary.verdict)}**")
+    if cross_stack_note(summary.settings):
+        lines.append(f"**{_md(cross_stack_note(summary.settings))}**")
     serving = summary.settings.get("serving", {})
     drafts = [
-        f"{_md(v.get('name', ''))}: draft {_md(v.get('draft_model') or '-')}, k={v.get('num_speculative_tokens') or '-'}"
+        f"{_md(v.get('name', ''))}: {_md(v.get('method') or 'draft')} {_md(v.get('draft_model') or '-')}, "
+        f"k={v.get('num_speculative_tokens') or '-'}" + (f" on {_md(v['stack'])}" if v.get("stack") else "")
         for v in summary.settings.get("variants", [])
         if isinstance(v, dict) and v.get("draft_model")
     ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary
+from specbench.analysis.aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary, cross_stack_note
 from specbench.analysis.stats import Interval, format_interval
 from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name
 
@@ -175,11 +175,15 @@ def deployment_table(summary: RunSummary) -> Table:
         if not isinstance(variant, Mapping):
             continue
         if variant.get("draft_model"):
-            role = f"draft {variant['draft_model']}, k={_value(variant.get('num_speculative_tokens'))}"
+            # Runs before serving stacks existed stored a draft model and no method.
+            what = variant.get("speculator") if variant.get("speculator") not in (None, "none") else "draft"
+            method = f"method {variant['method']}, " if variant.get("method") else ""
+            role = f"{method}{what} {variant['draft_model']}, k={_value(variant.get('num_speculative_tokens'))}"
         else:
-            role = "baseline (no draft model)"
+            role = "baseline (no speculation)"
         target = f"; target {variant['target_model']}" if variant.get("target_model") else ""
-        rows.append((f"service {variant.get('name', '?')}", role + target))
+        stack = f"; stack {variant['stack']}" if variant.get("stack") else ""
+        rows.append((f"service {variant.get('name', '?')}", role + target + stack))
     return Table(("Setting", "Value"), rows)
 
 
@@ -280,6 +284,8 @@ def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
         css = "nodata" if summary.completeness == NO_DATA else "partial"
         parts.append(f'<div class="banner {css}">{_e(banner(summary))}</div>')
     parts.append(f'<p class="verdict">{_e(summary.verdict)}</p>')
+    if cross_stack_note(summary.settings):
+        parts.append(f'<div class="banner partial">{_e(cross_stack_note(summary.settings))}</div>')
     parts += ["<h2>What was deployed</h2>", html_table(deployment_table(summary)) if summary.settings else "<p>No deployment snapshot.</p>"]
     parts += ["<h2>Load</h2>", html_table(load_table(summary))]
     if summary.completeness != NO_DATA:
@@ -331,6 +337,8 @@ def render_markdown(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     if banner(summary):
         parts.append(f"> **{_m(banner(summary))}**")
     parts.append(f"**Verdict:** {_m(summary.verdict)}")
+    if cross_stack_note(summary.settings):
+        parts.append(f"> **{_m(cross_stack_note(summary.settings))}**")
     parts += ["## What was deployed", markdown_table(deployment_table(summary)) if summary.settings else "No deployment snapshot."]
     parts += ["## Load", markdown_table(load_table(summary))]
     if summary.completeness != NO_DATA:
