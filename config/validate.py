@@ -597,6 +597,12 @@ def data_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
 
 
+def sweep_rules(c: PlatformConfig) -> Iterable[Problem]:
+    from .sweep import sweep_problems  # config.sweep uses this module's helpers
+
+    yield from sweep_problems(c)
+
+
 RULES: tuple[Rule, ...] = (
     env_rules,
     network_rules,
@@ -608,6 +614,7 @@ RULES: tuple[Rule, ...] = (
     results_rules,
     addon_rules,
     data_rules,
+    sweep_rules,
 )
 
 
