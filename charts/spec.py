@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from config import ConfigError, PlatformConfig, Problem, catalog, layout
+from config.sweep import enabled as sweep_enabled
+from config.sweep import sweep_variants
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
@@ -205,7 +207,9 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         scheduler_name=layout.NEURON_SCHEDULER_NAME if config.addons.neuron_scheduler else "",
     )
     services = tuple(VllmServiceSpec(v.name, shared, v.draft_model, v.num_speculative_tokens) for v in service_variants(s))
-    models = tuple(dict.fromkeys(m for service in services for m in service.models()))
+    # A sweep's draft models are cached with the services' (its pods wait for them like the services).
+    sweep_drafts = [v.draft_model for v in sweep_variants(config)] if sweep_enabled(config) else []
+    models = tuple(dict.fromkeys([*(m for service in services for m in service.models()), *sweep_drafts]))
     cache = ModelCacheSpec(
         namespace=s.namespace,
         bucket_name=bucket_name,

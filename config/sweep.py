@@ -24,6 +24,11 @@ VARIANT_SHAPE = "NAME:DRAFT_MODEL:K or NAME:DRAFT_MODEL:K:METHOD, e.g. qwen17-k5
 SIDECAR_MIN_VERSION = (1, 29)
 # The measuring client beside each vLLM server in a sweep pod (charts/sweep.py).
 CLIENT = capacity.Resources(cpu_millis=1000, memory_mib=4 * capacity.MIB_PER_GIB)
+# How a sweep starts when sweep.start_on_deploy is false (charts/sweep.py): the Job's name is the sweep id.
+SWEEP_START = (
+    "start the sweep: kubectl -n <serving.namespace> create job sweep-$(date +%Y%m%d-%H%M) --from=cronjob/specbench-sweep "
+    "(results under results/sweeps/<job name>/)"
+)
 MAX_CONCURRENCY = 1024
 MAX_REQUEST_RATE = 1000.0
 

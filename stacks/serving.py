@@ -22,6 +22,7 @@ from constructs import Construct, IDependable
 
 from charts import BenchmarkSpec, ServingPlan, serving_charts
 from charts.model_cache import SERVICE_ACCOUNT
+from charts.sweep import SweepChart, SweepSpec
 
 from .addons.pod_identity import pod_identity_role
 from .benchmark import BenchmarkRun, BenchmarkRunProps
@@ -35,6 +36,9 @@ class ServingWorkloadsProps:
     # The benchmark and its service account's role; without a spec, no benchmark is applied.
     benchmark: BenchmarkSpec | None = None
     benchmark_role: iam.IRole | None = None
+    # The sweep (charts/sweep.py): applied after the benchmark, whose ConfigMap, service account and
+    # Pod Identity association its pods use. None: no sweep configured.
+    sweep: SweepSpec | None = None
 
 
 class ServingWorkloads(Construct):
@@ -62,6 +66,12 @@ class ServingWorkloads(Construct):
                     cluster=cluster, chart=charts.benchmark, role=props.benchmark_role, depends_on=tuple(self.services.values())
                 ),
             )
+        self.sweep: eks.KubernetesManifest | None = None
+        if props.sweep is not None:
+            if self.benchmark is None:
+                raise ValueError("ServingWorkloadsProps.sweep needs the benchmark (its ConfigMap and service account)")
+            self.sweep = cluster.add_cdk8s_chart("SweepChart", SweepChart(cdk8s.App(), "sweep", props.sweep))
+            self.sweep.node.add_dependency(self.benchmark.manifest)
 
     def _token_reader(self, cluster: eks.Cluster, plan: ServingPlan) -> eks.CfnPodIdentityAssociation:
         """The model-cache Job's service account may read the one token secret, nothing else."""
