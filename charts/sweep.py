@@ -27,7 +27,9 @@ a variant equal to a service load the services' graphs, and a rerun compiles not
 
 ``sweep.start_on_deploy`` false: only the suspended CronJob ``specbench-sweep`` (never scheduled, like
 the benchmark's rerun template, charts/benchmark.py); start a sweep with
-``kubectl -n <ns> create job sweep-<date> --from=cronjob/specbench-sweep``. Its Job's name is the sweep id.
+``kubectl -n <ns> create job sweep-<date> --from=cronjob/specbench-sweep`` (kubectl copies the
+template's whole Job spec: kubernetes/kubectl pkg/cmd/create/create_job.go, ``createJobFromCronJob``).
+Its Job's name is the sweep id.
 """
 
 from __future__ import annotations
