@@ -55,6 +55,11 @@ VARIANT_CONTEXT = {
     "serving.hf_token_secret_arn": HF_TOKEN_SECRET_ARN,
     "serving.extra_speculative_variants": "qwen-sd-k4:Qwen/Qwen3-1.7B:4",
     "neuron_nodes.max_size": "2",
+    # A sweep, started on deploy: the three services fill a node and a half, the second node's
+    # other half takes one sweep pod at a time.
+    "neuron_nodes.desired_size": "2",
+    "sweep.variants": "q17-k5:Qwen/Qwen3-1.7B:5",
+    "sweep.start_on_deploy": "true",
     "results.dashboard_name": "SpecDecode-Variant",
     "results.refresh_minutes": "1",
     "results.lookback_hours": "48",
