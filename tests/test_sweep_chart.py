@@ -13,14 +13,16 @@ from types import SimpleNamespace
 import cdk8s
 import kubernetes_validate
 import pytest
-from netpol import matches
+from netpol import Pod, allowed, connects, matches
 from pss import violations
 
 from charts import benchmark_spec, serving_plan
+from charts.network import network_policies
 from charts.sweep import LAUNCHER, RUNNER, SweepChart, point_args, sweep_objects, sweep_spec, unit_pods
 from charts.vllm import deployment
-from config import catalog, load_config
+from config import capacity, catalog, load_config
 from conftest import BUCKET
+from manifests import pod_requests
 from specbench import cli
 
 Q17 = "Qwen/Qwen3-1.7B"
@@ -285,3 +287,44 @@ def test_every_point_runs_even_after_a_failure_and_the_exit_code_counts_it():
         "load": {"kind": "concurrency", "value": 4},
     }
     assert run_sweep_points.run_unit({"points": unit["points"][1:]}, "s", "r", run=run) == 0
+
+
+def test_as_many_sweep_pods_as_the_job_runs_at_once_fit_the_free_node(small):
+    """Sums the rendered pod (the sidecar's devices, CPU and memory plus the client's), not config/sweep.py's numbers."""
+    config, _, spec = small
+    job = by_kind(sweep_objects(spec))["Job"]
+    requests = pod_requests(job["spec"]["template"]["spec"])
+    assert requests["aws.amazon.com/neuron"] == 8 and requests["cpu"] == 91 and requests["memory"] == (900 + 4) * 2**30
+    room = capacity.allocatable(catalog.TRAINIUM_INSTANCES[config.neuron_nodes.instance_type])
+    fixed = capacity.DAEMONSET_BUDGET + capacity.MODEL_CACHE_JOB
+    pods = job["spec"]["parallelism"]
+    assert pods * requests["aws.amazon.com/neuron"] <= room.neuron_devices
+    assert pods * requests["cpu"] * 1000 + fixed.cpu_millis <= room.cpu_millis
+    assert pods * requests["memory"] + fixed.memory_mib * 2**20 <= room.memory_mib * 2**20
+    # One more would not fit: the parallelism is the node's capacity, not a guess.
+    assert (pods + 1) * requests["aws.amazon.com/neuron"] > room.neuron_devices
+
+
+def test_sidecars_count_beside_the_containers_in_a_pods_requests():
+    def c(cpu, **extra):
+        return {"resources": {"requests": {"cpu": cpu}}, **extra}
+
+    pod = {"initContainers": [c("4"), c("2", restartPolicy="Always"), c("5")], "containers": [c("1")]}
+    # Init 4 alone; init 5 beside the sidecar's 2 = 7; the sidecar 2 + container 1 = 3.
+    assert pod_requests(pod) == {"cpu": 7}
+    assert pod_requests({"initContainers": [c("2", restartPolicy="Always")], "containers": [c("1")]}) == {"cpu": 3}
+
+
+def test_nothing_reaches_a_sweep_pod_and_it_reaches_all_but_instance_metadata(small):
+    """The namespace's policies (charts/network.py) cover the sweep pods: its client talks to its
+    own server on localhost, so no ingress is needed; it writes to S3 and never reads IMDS."""
+    _, plan, spec = small
+    labels = by_kind(sweep_objects(spec))["Job"]["spec"]["template"]["metadata"]["labels"]
+    policies = list(network_policies("specdecode", 8000))
+    sweep = Pod("sweep", "specdecode", labels, ip="10.0.2.50")
+    bench = Pod("bench", "specdecode", {"app.kubernetes.io/name": "specbench", "specdecode/endpoint-client": "true"}, ip="10.0.2.51")
+    vllm = Pod("vllm", "specdecode", plan.services[0].labels(), ip="10.0.2.52")
+    assert not connects(policies, bench, sweep, 8000)
+    assert not connects(policies, sweep, vllm, 8000)  # not a client of the long-running services either
+    assert allowed(policies, sweep, "Egress", "52.219.100.1", 443)  # S3
+    assert not allowed(policies, sweep, "Egress", "169.254.169.254", 80)
