@@ -22,7 +22,7 @@ from constructs import Construct, IDependable
 
 from charts import BenchmarkSpec, ServingPlan, serving_charts
 from charts.model_cache import SERVICE_ACCOUNT
-from charts.sweep import SweepChart, SweepSpec
+from charts.sweep import SweepSpec
 
 from .addons.pod_identity import pod_identity_role
 from .benchmark import BenchmarkRun, BenchmarkRunProps
@@ -45,7 +45,7 @@ class ServingWorkloads(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: ServingWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         cluster, plan = props.cluster, props.plan
-        charts = serving_charts(cdk8s.App(), plan, props.benchmark)
+        charts = serving_charts(cdk8s.App(), plan, props.benchmark, props.sweep)
         self.model_cache = cluster.add_cdk8s_chart("ModelCacheChart", charts.model_cache)
         self.model_cache.node.add_dependency(*props.depends_on)
         if plan.model_cache.hf_token_secret_arn:
@@ -67,10 +67,8 @@ class ServingWorkloads(Construct):
                 ),
             )
         self.sweep: eks.KubernetesManifest | None = None
-        if props.sweep is not None:
-            if self.benchmark is None:
-                raise ValueError("ServingWorkloadsProps.sweep needs the benchmark (its ConfigMap and service account)")
-            self.sweep = cluster.add_cdk8s_chart("SweepChart", SweepChart(cdk8s.App(), "sweep", props.sweep))
+        if charts.sweep is not None and self.benchmark is not None:
+            self.sweep = cluster.add_cdk8s_chart("SweepChart", charts.sweep)
             self.sweep.node.add_dependency(self.benchmark.manifest)
 
     def _token_reader(self, cluster: eks.Cluster, plan: ServingPlan) -> eks.CfnPodIdentityAssociation:

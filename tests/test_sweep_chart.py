@@ -4,6 +4,7 @@ schemas, pod security, placement, the payload budget, and the scripts its pods r
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -137,11 +138,11 @@ def test_sidecar_is_the_services_container_but_for_what_the_launcher_sets(small)
 def test_units_whose_pods_would_differ_beyond_the_launcher_are_refused(small):
     _, _, spec = small
     unit = spec.units[1]
-    drifted = SimpleNamespace(**{**spec.__dict__})
-    changed = unit.service.__class__(unit.service.name, unit.service.serving.__class__(**{**unit.service.serving.__dict__, "cpu": 80}))
-    drifted.units = (spec.units[0], unit.__class__(unit.index, changed, unit.variant, unit.points), *spec.units[2:])
+    service = dataclasses.replace(unit.service, serving=dataclasses.replace(unit.service.serving, cpu=80))
+    drifted = dataclasses.replace(spec, units=(spec.units[0], dataclasses.replace(unit, service=service), *spec.units[2:]))
     with pytest.raises(ValueError, match="sweep unit q17-k5: its server pod differs from the baseline's"):
         unit_pods(drifted)
+    assert len(unit_pods(spec)) == 4  # the same spec without the drift passes
 
 
 def test_points_carry_their_wave_load_and_the_benchmarks_client_settings(small):
@@ -328,3 +329,15 @@ def test_nothing_reaches_a_sweep_pod_and_it_reaches_all_but_instance_metadata(sm
     assert not connects(policies, sweep, vllm, 8000)  # not a client of the long-running services either
     assert allowed(policies, sweep, "Egress", "52.219.100.1", 443)  # S3
     assert not allowed(policies, sweep, "Egress", "169.254.169.254", 80)
+
+
+def test_dist_writes_the_sweep_last(tmp_path):
+    import yaml
+
+    from charts.dist import write_dist
+
+    config = load_config({**TWO_NODES, "sweep.variants": f"q17-k5:{Q17}:5"}, {})
+    files = write_dist(config, BUCKET, tmp_path)
+    assert [f.name for f in files][-2:] == ["0003-specbench.k8s.yaml", "0004-sweep.k8s.yaml"]
+    objects = [o for o in yaml.safe_load_all(files[-1].read_text()) if o]
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects][1] == ("CronJob", "specbench-sweep")
