@@ -32,3 +32,17 @@ def test_a_configured_sweep_is_applied_after_the_benchmark(variant_platform):
     assert [o["kind"] for o in objects] == ["ConfigMap", "CronJob", "Job"]
     client = objects[2]["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "SWEEP_RESULTS", "value": "s3://BUCKET/results/"} in client["env"]
+
+
+def _stderr(assembly) -> str:
+    assembly.wait()
+    return assembly.outdir.with_name(assembly.outdir.name + ".stderr").read_text()
+
+
+def test_synth_prints_the_plan_of_a_configured_sweep_and_nothing_otherwise(variant_assembly, cli_assembly):
+    printed = _stderr(variant_assembly).splitlines()
+    first = printed.index("sweep: 1 variant(s) + baseline (first and last wave) x 2 load level(s) [c1, c4] = 6 points in 3 pods")
+    assert printed[first + 1] == "capacity: 8 Neuron devices per pod of 16 per node; 1 pod(s) at once on 1 node(s)"
+    assert any(line.startswith("estimate: 3 wave(s), ") for line in printed[first:])
+    assert any(line.startswith("start the sweep: kubectl -n <serving.namespace> create job") for line in printed[first:])
+    assert "sweep" not in _stderr(cli_assembly)
