@@ -238,6 +238,7 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         {"name": "SWEEP_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}}},
         {"name": "SWEEP_RESULTS", "value": spec.benchmark.results_uri},
         {"name": "SWEEP_UNITS", "value": f"{MOUNT}/{UNITS}"},
+        {"name": "SWEEP_BUNDLE", "value": f"{benchmark.CODE_MOUNT}/{benchmark.BUNDLE}"},
     ]
     # The pod may run as root (the vLLM server does, as in the services); the client never does.
     client["securityContext"] = {**client["securityContext"], "runAsUser": benchmark.RUN_AS, "runAsGroup": benchmark.RUN_AS}

@@ -109,6 +109,8 @@ def test_the_server_is_a_native_sidecar_and_the_client_the_main_container(small)
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in client["env"]}
     assert env["SWEEP_ID"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
     assert env["SWEEP_RESULTS"] == f"s3://{BUCKET}/results/"
+    assert env["SWEEP_BUNDLE"] == run_sweep_points.BUNDLE == "/opt/specbench/specbench.pyz"
+    assert {"name": "code", "mountPath": "/opt/specbench", "readOnly": True} in client["volumeMounts"]
 
 
 def test_sidecar_is_the_services_container_but_for_what_the_launcher_sets(small):
@@ -341,3 +343,55 @@ def test_dist_writes_the_sweep_last(tmp_path):
     assert [f.name for f in files][-2:] == ["0003-specbench.k8s.yaml", "0004-sweep.k8s.yaml"]
     objects = [o for o in yaml.safe_load_all(files[-1].read_text()) if o]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects][1] == ("CronJob", "specbench-sweep")
+
+
+def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, tmp_path):
+    """The client's script with the real zip application and the units.json synth wrote, against an
+    emulated server in place of the sidecar: each point lands in results/sweeps/<job name>/<point id>/."""
+    from specbench import bundle
+    from specbench.emulator import EmulatorServer, default_profiles
+
+    _, _, spec = small
+    units = json.loads(by_kind(sweep_objects(spec))["ConfigMap"]["data"]["units.json"])
+    (tmp_path / "specbench.pyz").write_bytes(bundle.zipapp_bytes())
+    with EmulatorServer(default_profiles(time_scale=0.1)["qwen-sd-vllm"]) as server:
+        for point in units[1]["points"]:  # q17-k5: shorter, and against the emulator
+            args = run_sweep_points_args(point["args"], server.url)
+            point["args"] = args
+        (tmp_path / "units.json").write_text(json.dumps(units))
+        env = {
+            "JOB_COMPLETION_INDEX": "1",
+            "SWEEP_ID": "sweep-20261130",
+            "SWEEP_RESULTS": str(tmp_path / "results"),
+            "SWEEP_UNITS": str(tmp_path / "units.json"),
+            "SWEEP_BUNDLE": str(tmp_path / "specbench.pyz"),
+            "PATH": "/usr/bin:/bin",
+        }
+        done = subprocess.run([sys.executable, str(RUNNER)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "sweep sweep-20261130: 2 of 2 points measured"
+    for point_name, wave, load in (("q17-k5-c1", 0, 1), ("q17-k5-c4", 0, 4)):
+        run = json.loads((tmp_path / "results" / "sweeps" / "sweep-20261130" / point_name / "run.json").read_text())
+        assert run["sweep"] == {
+            "sweep_id": "sweep-20261130",
+            "point_id": point_name,
+            "wave": wave,
+            "variant": {"name": "q17-k5", "draft_model": Q17, "k": 5, "method": "eagle"},
+            "load": {"kind": "concurrency", "value": load},
+        }
+        assert run["status"] == "completed" and run["plan"]["load"]["concurrency"] == load
+
+
+def run_sweep_points_args(args: list[str], url: str) -> list[str]:
+    """A point's flags made small and local: the emulator's URL, one test case, 2 requests of 20 tokens, no settings file."""
+    out = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg in ("--settings", "--output-tokens", "--requests"):
+            skip = True
+            continue
+        out.append(arg.replace("http://127.0.0.1:8000", url) if i == 1 else arg)
+    return [*out, "--test-case", "counting", "--output-tokens", "20", "--requests", "2"]

@@ -54,7 +54,7 @@ def main() -> int:
     with open(os.environ.get("SWEEP_UNITS", UNITS), encoding="utf-8") as handle:
         units = json.load(handle)
     unit = units[int(os.environ["JOB_COMPLETION_INDEX"])]
-    return run_unit(unit, os.environ["SWEEP_ID"], os.environ["SWEEP_RESULTS"])
+    return run_unit(unit, os.environ["SWEEP_ID"], os.environ["SWEEP_RESULTS"], bundle=os.environ.get("SWEEP_BUNDLE", BUNDLE))
 
 
 if __name__ == "__main__":
