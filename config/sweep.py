@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 
 from specbench.sweep.plan import Estimates, SweepPlan, make_plan
 from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
@@ -29,6 +30,9 @@ SWEEP_START = (
     "start the sweep: kubectl -n <serving.namespace> create job sweep-$(date +%Y%m%d-%H%M) --from=cronjob/specbench-sweep "
     "(results under results/sweeps/<job name>/)"
 )
+# Variant names become point ids (``<name>-last-r0p5``), which are run ids and DNS labels (<= 63).
+MAX_NAME = 40
+NAME_RULE = f"1-{MAX_NAME} lowercase letters, digits or '-', starting with a letter and ending alphanumeric"
 MAX_CONCURRENCY = 1024
 MAX_REQUEST_RATE = 1000.0
 
@@ -68,7 +72,7 @@ def method_problems(key: str, variant: SweepVariant) -> Iterable[Problem]:
 
 
 def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
-    from .validate import DNS_LABEL_RULE, speculation_problems
+    from .validate import speculation_problems
 
     key = "sweep.variants"
     seen: dict[str, str] = {}
@@ -79,8 +83,8 @@ def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
         except ValueError as err:
             yield Problem(key, text, str(err), VARIANT_SHAPE)
             continue
-        if not NAME.match(variant.name) or len(variant.name) > 40:
-            yield Problem(key, variant.name, "is not a variant name", DNS_LABEL_RULE + ", starting with a letter, at most 40")
+        if not NAME.match(variant.name) or len(variant.name) > MAX_NAME:
+            yield Problem(key, variant.name, "is not a variant name", NAME_RULE)
         elif variant.name.startswith(BASELINE):
             yield Problem(key, variant.name, f"starts with {BASELINE!r}, the name of the sweep's own baseline", "another name")
         elif variant.name in seen:
@@ -176,6 +180,14 @@ def slots_per_node(config: PlatformConfig) -> tuple[int, ...] | None:
     return tuple(slots)
 
 
+def nodes_for_a_slot(config: PlatformConfig) -> int:
+    """The fewest running Neuron nodes that leave one sweep pod room beside the services."""
+    for nodes in range(1, 65):
+        if sum(slots_per_node(replace(config, neuron_nodes=replace(config.neuron_nodes, desired_size=nodes))) or ()) > 0:
+            return nodes
+    return 65  # a service that fills a node and a sweep pod that cannot fit beside it: reported as is
+
+
 def sweep_plan(config: PlatformConfig) -> SweepPlan:
     """The plan of a configured sweep (call only on a validated config with a sweep and a free slot)."""
     s, n = config.sweep, config.neuron_nodes
@@ -202,14 +214,14 @@ def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
     if slots is None:
         return
     inputs = ("neuron_nodes.instance_type", "serving.tensor_parallel_size", "serving.cpu_per_service", "serving.memory_gib_per_service")
+    n = config.neuron_nodes
     if sum(slots) < 1:
-        n = config.neuron_nodes
+        services = len(service_variants(config.serving))
         yield Problem(
             "neuron_nodes.desired_size",
             n.desired_size,
-            f"leaves no room for a sweep pod: the {len(service_variants(config.serving))} long-running services fill "
-            f"{n.desired_size} {n.instance_type} node(s)",
-            f">= {n.desired_size + 1} (and neuron_nodes.max_size with it)",
+            f"leaves no room for a sweep pod beside the {services} long-running services ({n.instance_type})",
+            f">= {nodes_for_a_slot(config)} (and neuron_nodes.max_size with it)",
             depends_on=inputs,
         )
         return

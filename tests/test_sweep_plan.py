@@ -187,11 +187,38 @@ def test_each_bad_sweep_setting_is_one_line_naming_it(context, expected):
     assert len(found) == 1 and found[0].startswith(expected), found
 
 
-def test_a_sweep_needs_a_free_neuron_slot_beside_the_services():
-    assert problems({"sweep.variants": f"q17:{Q17}:5"}) == [
-        "neuron_nodes.desired_size=1: leaves no room for a sweep pod: the 2 long-running services fill 1 trn2.48xlarge node(s); "
-        "allowed: >= 2 (and neuron_nodes.max_size with it)"
+@pytest.mark.parametrize(
+    ("context", "expected"),
+    [
+        (
+            {},
+            "neuron_nodes.desired_size=1: leaves no room for a sweep pod beside the 2 long-running services (trn2.48xlarge); "
+            "allowed: >= 2 (and neuron_nodes.max_size with it)",
+        ),
+        ({"neuron_nodes.desired_size": 0, "neuron_nodes.min_size": 0}, "neuron_nodes.desired_size=0: leaves no room for a sweep pod"),
+        # TP 16 (4 devices per service): both services and two sweep pods share the first node.
+        ({"serving.tensor_parallel_size": 16, "serving.cpu_per_service": 40, "serving.memory_gib_per_service": 400}, None),
+    ],
+)
+def test_a_sweep_needs_a_free_neuron_slot_beside_the_services(context, expected):
+    context = {"sweep.variants": f"q17:{Q17}:5", **context}
+    if expected is None:
+        assert slots_per_node(load_config(context, {})) == (2,)
+        return
+    (found,) = problems(context)
+    assert found.startswith(expected) and found.endswith("allowed: >= 2 (and neuron_nodes.max_size with it)")
+
+
+def test_sidecars_need_kubernetes_1_29():
+    from types import SimpleNamespace
+
+    from config.sweep import sidecar_problems
+
+    old = SimpleNamespace(cluster=SimpleNamespace(kubernetes_version="1.28"))
+    assert [str(p) for p in sidecar_problems(old)] == [
+        "cluster.kubernetes_version='1.28': has no native sidecar containers, which the sweep pods use; allowed: 1.29 or later"
     ]
+    assert list(sidecar_problems(SimpleNamespace(cluster=SimpleNamespace(kubernetes_version="1.29")))) == []
 
 
 def test_slots_count_what_fits_each_node_after_the_services():
