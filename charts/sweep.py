@@ -181,6 +181,8 @@ def units_file(spec: SweepSpec) -> str:
     units = []
     for unit, pod in zip(spec.units, unit_pods(spec), strict=True):
         server = pod["containers"][0]
+        if any("value" not in e for e in server["env"]):  # valueFrom cannot travel through a file
+            raise ValueError(f"sweep unit {unit.variant['name']}: the server's environment must be plain values for the launcher")
         units.append(
             {
                 "variant": unit.variant,
