@@ -98,6 +98,8 @@ def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) 
     units = []
     for unit in planned.units:
         v = unit.variant
+        # The one place a variant's method reaches its server. TODO(lead, issue 15): with
+        # config/serving_stacks.py, let the method's stack build the container (charts/serving_stack.py).
         serving = replace(shared, speculation_method=v.method) if v.draft_model else shared
         points = tuple((point_id(v.name, load, unit.repeat), planned.wave_of(unit.index), load) for load in planned.loads)
         units.append(SweepUnitSpec(unit.index, VllmServiceSpec(v.name, serving, v.draft_model, v.k), v.to_dict(), points))

@@ -114,6 +114,14 @@ def load_problems(config: PlatformConfig) -> Iterable[Problem]:
     labels = {format(r, "g") for r in s.request_rates}
     if len(labels) != len(set(s.request_rates)):
         yield Problem("sweep.request_rates", s.request_rates, "has rates equal to 6 significant digits", "rates that differ")
+    if s.request_rates and config.benchmark.engine == "llmperf":
+        yield Problem(
+            "sweep.request_rates",
+            s.request_rates,
+            "needs open-loop load, which the llmperf engine (benchmark.engine=llmperf) does not drive",
+            "empty, or benchmark.engine=native",
+            depends_on=("benchmark.engine",),
+        )
     if s.variants and not s.concurrencies and not s.request_rates:
         yield Problem("sweep.concurrencies", (), "is empty and so is sweep.request_rates: the sweep has no load level", "1 or more levels")
 
