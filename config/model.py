@@ -241,7 +241,8 @@ class SweepSettings:
     )
     concurrencies: tuple[int, ...] = setting((1, 4), "Closed-loop load levels of every sweep variant: requests in flight (1 to 1024).")
     request_rates: tuple[float, ...] = setting(
-        (), "Open-loop load levels of every sweep variant: Poisson arrivals, requests per second (greater than 0, up to 1000)."
+        (),
+        "Open-loop load levels of every sweep variant: Poisson arrivals, requests per second (greater than 0, up to 1000; native engine).",
     )
     suite: str = setting("", "JSON suite file of the sweep (format as `benchmark.suite_file`); empty = the benchmark's suite.")
     slo_ttft_ms: float = setting(2000.0, "Goodput SLO: time to first token of a request, ms (greater than 0).")
