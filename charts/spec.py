@@ -381,7 +381,7 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
     """What was deployed when a run was made: stored with every run, so results stay interpretable
     after the deployment changes."""
     shared, b = plan.services[0].serving, config.benchmark
-    return {
+    snapshot = {
         "serving": {
             "image": shared.image,
             "target_model": shared.target_model,
@@ -418,6 +418,14 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
             "metrics_namespace": b.metrics_namespace,
         },
     }
+    if sweep_enabled(config):  # only then: the default snapshot stays as it was
+        s = config.sweep
+        snapshot["sweep"] = {
+            "variants": [v.to_dict() for v in sweep_variants(config)],
+            "loads": {"concurrencies": list(s.concurrencies), "request_rates": list(s.request_rates)},
+            "slo": {"ttft_ms": s.slo_ttft_ms, "tpot_ms": s.slo_tpot_ms},
+        }
+    return snapshot
 
 
 def model_path(model_id: str) -> str:

@@ -395,3 +395,20 @@ def run_sweep_points_args(args: list[str], url: str) -> list[str]:
             continue
         out.append(arg.replace("http://127.0.0.1:8000", url) if i == 1 else arg)
     return [*out, "--test-case", "counting", "--output-tokens", "20", "--requests", "2"]
+
+
+def test_every_run_stores_the_sweep_its_deployment_configured(small):
+    """settings.json (run.json's plan.deployment) names the sweep and its SLOs; unchanged without one."""
+    _, _, spec = small
+    snapshot = json.loads(spec.benchmark.settings_json)
+    assert snapshot["sweep"] == {
+        "variants": [
+            {"name": "q17-k5", "draft_model": Q17, "k": 5, "method": "eagle"},
+            {"name": "q17-k7", "draft_model": Q17, "k": 7, "method": "eagle"},
+        ],
+        "loads": {"concurrencies": [1, 4], "request_rates": []},
+        "slo": {"ttft_ms": 2000.0, "tpot_ms": 100.0},
+    }
+    config = load_config({}, {})
+    default = json.loads(benchmark_spec(config, serving_plan(config, BUCKET)).settings_json)
+    assert set(default) == {"serving", "variants", "benchmark"}
