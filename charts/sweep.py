@@ -45,7 +45,7 @@ from constructs import Construct
 
 from config import PlatformConfig
 from config.sweep import CLIENT, sweep_plan
-from specbench.suite import load_suite
+from specbench.prompts.suite import load_suite
 from specbench.sweep.plan import SweepPlan
 from specbench.sweep.points import Load, point_id
 

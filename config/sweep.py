@@ -1,4 +1,5 @@
-"""The sweep section: its variants parsed, its rules, and its plan from the configuration.
+"""The sweep section: its variants parsed, its rules, and its plan from the configuration
+(config/validate.py's ``sweep_rules`` runs the rules; this module does not import it).
 
 Off while ``sweep.variants`` is empty. When on, synth checks every field (one line per problem),
 computes the plan (specbench/sweep/plan.py) from the Neuron capacity left beside the long-running
@@ -14,7 +15,7 @@ from dataclasses import replace
 from specbench.sweep.plan import Estimates, SweepPlan, make_plan
 from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
 
-from . import capacity, catalog, cost
+from . import capacity, catalog
 from .errors import Problem
 from .model import PlatformConfig
 from .variants import service_variants
@@ -72,8 +73,8 @@ def method_problems(key: str, variant: SweepVariant) -> Iterable[Problem]:
 
 
 def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
-    from .validate import speculation_problems
-
+    """Shape, name, method and duplicates of each variant (draft and k: config/validate.py's
+    ``speculation_problems``, as for the services, in ``sweep_rules``)."""
     key = "sweep.variants"
     seen: dict[str, str] = {}
     settings: dict[tuple[str, int, str], str] = {}
@@ -90,7 +91,6 @@ def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
         elif variant.name in seen:
             yield Problem(key, variant.name, "names two variants", "a distinct name per variant")
         seen[variant.name] = text
-        yield from speculation_problems(key, key, variant.draft_model, variant.k, config.serving.target_model)
         yield from method_problems(key, variant)
         same = settings.get(variant.compile_key)
         if same is not None:
@@ -148,22 +148,6 @@ def sidecar_problems(config: PlatformConfig) -> Iterable[Problem]:
         )
 
 
-def sweep_problems(config: PlatformConfig) -> Iterable[Problem]:
-    from .validate import suite_file_problems
-
-    yield from load_problems(config)
-    yield from number_problems(config)
-    yield from suite_file_problems("sweep.suite", config.sweep.suite)
-    if not enabled(config):
-        return
-    variant_found = list(variant_problems(config))
-    yield from variant_found
-    yield from sidecar_problems(config)
-    if variant_found:
-        return
-    yield from plan_problems(config)
-
-
 # --- capacity and the plan ---------------------------------------------------------------------------
 
 
@@ -196,15 +180,16 @@ def nodes_for_a_slot(config: PlatformConfig) -> int:
     return 65  # a service that fills a node and a sweep pod that cannot fit beside it: reported as is
 
 
-def sweep_plan(config: PlatformConfig) -> SweepPlan:
-    """The plan of a configured sweep (call only on a validated config with a sweep and a free slot)."""
+def sweep_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
+    """The plan of a configured sweep (call only on a validated config with a sweep and a free slot);
+    dollars with a price (config/cost.py ``neuron_node_hour_price``: cost imports the loader, which
+    runs these rules, so the price comes from the caller)."""
     s, n = config.sweep, config.neuron_nodes
     instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
     devices = -(-config.serving.tensor_parallel_size // instance.logical_cores_per_device(n.logical_nc_config))
     services = service_variants(config.serving)
     method = config.serving.speculation_method
     precompiled = [(v.draft_model, v.num_speculative_tokens, method if v.draft_model else "") for v in services]
-    price = cost.TRN2_CAPACITY_BLOCK_OBSERVED if n.instance_type == "trn2.48xlarge" else None
     return make_plan(
         sweep_variants(config),
         loads(s.concurrencies, s.request_rates),
@@ -213,7 +198,7 @@ def sweep_plan(config: PlatformConfig) -> SweepPlan:
         devices_per_node=instance.neuron_devices,
         estimates=Estimates(s.compile_minutes_per_variant, s.start_minutes_per_variant, s.measure_minutes_per_point),
         precompiled=precompiled,
-        price_per_node_hour=price,
+        price_per_node_hour=price_per_node_hour,
     )
 
 

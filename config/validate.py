@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable
 
 # Only the suite parser (standard library only): the CDK app's environment does not install the
 # benchmark's own requirements.
-from specbench.suite import SuiteError, load_suite
+from specbench.prompts.suite import SuiteError, load_suite
 
-from . import capacity, catalog, ec2, subnets
+from . import capacity, catalog, ec2, subnets, sweep
 from .errors import Problem, one_line_each
 from .model import PlatformConfig
 from .variants import parse_extra_variant, service_variants
@@ -527,7 +527,7 @@ def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
     try:
         load_suite(path)
     except SuiteError as err:
-        yield Problem(key, path, str(err), "a JSON suite file as described in specbench/suite.py, or empty for the reference suite")
+        yield Problem(key, path, str(err), "a JSON suite file as described in specbench/prompts/suite.py, or empty for the reference suite")
 
 
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
@@ -598,9 +598,21 @@ def data_rules(c: PlatformConfig) -> Iterable[Problem]:
 
 
 def sweep_rules(c: PlatformConfig) -> Iterable[Problem]:
-    from .sweep import sweep_problems  # config.sweep uses this module's helpers
-
-    yield from sweep_problems(c)
+    """The sweep section (config/sweep.py): loads, numbers and suite always; variants, the
+    cluster's sidecar support, and the plan's capacity and budget when a sweep is configured."""
+    yield from sweep.load_problems(c)
+    yield from sweep.number_problems(c)
+    yield from suite_file_problems("sweep.suite", c.sweep.suite)
+    if not sweep.enabled(c):
+        return
+    found = list(sweep.variant_problems(c))
+    for variant in sweep.sweep_variants(c):
+        key = "sweep.variants"
+        found += speculation_problems(key, key, variant.draft_model, variant.k, c.serving.target_model)
+    yield from found
+    yield from sweep.sidecar_problems(c)
+    if not found:
+        yield from sweep.plan_problems(c)
 
 
 RULES: tuple[Rule, ...] = (

@@ -23,11 +23,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .engines import APIS, ENGINES, Endpoint, LoadSpec
-from .jsonfile import JsonFileError, read_json_file
-from .store import StoreError
-from .suite import SuiteError, load_suite
-from .sweep.points import parse_sweep_point
+from specbench.jsonfile import JsonFileError, read_json_file
+from specbench.load import APIS, ENGINES
+from specbench.load.types import Endpoint, LoadSpec
+from specbench.prompts.suite import SuiteError, load_suite
+from specbench.results.store import StoreError
+from specbench.sweep.points import parse_sweep_point
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
 EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY, EXIT_SERVICE_FAILED = 1, 2, 3, 4, 5
@@ -123,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["emulate"]:
-            from .emulator import main_emulate
+            from specbench.emulator.server import main_emulate
 
             try:
                 return main_emulate(argv[1:])
@@ -198,10 +199,10 @@ def command_suite(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from .engines import make_engine
-    from .results import describe_publish, publish_run, summary_table
-    from .runner import Runner, RunPlan, new_run_id
-    from .store import RunStore, open_store
+    from specbench.load import make_engine
+    from specbench.outputs.publish import describe_publish, publish_run, summary_table
+    from specbench.results.store import RunStore, open_store
+    from specbench.runner import Runner, RunPlan, new_run_id
 
     endpoints = tuple(args.endpoint or [parse_endpoint(text) for text in DEFAULT_ENDPOINTS])
     if len({e.name for e in endpoints}) != len(endpoints):
@@ -277,8 +278,8 @@ def stored_where(store) -> str:  # type: ignore[no-untyped-def]
 
 
 def command_import(args: argparse.Namespace) -> int:
-    from .importer import import_llmperf
-    from .store import RunStore, open_store
+    from specbench.results.importer import import_llmperf
+    from specbench.results.store import RunStore, open_store
 
     store = RunStore(open_store(args.results, args.region), args.run_id)
     try:
@@ -292,8 +293,8 @@ def command_import(args: argparse.Namespace) -> int:
 
 
 def command_publish(args: argparse.Namespace) -> int:
-    from .results import describe_publish, has_unpublished, publish_run
-    from .store import RunStore, open_store
+    from specbench.outputs.publish import describe_publish, has_unpublished, publish_run
+    from specbench.results.store import RunStore, open_store
 
     location, _, run_id = args.run.rstrip("/").rpartition("/")
     if not run_id:
@@ -319,7 +320,7 @@ def command_publish(args: argparse.Namespace) -> int:
 def report_store(run: str, results: str | None, region: str | None):  # type: ignore[no-untyped-def]
     """The RunStore of ``specbench report RUN``: RUN is a location ending in the run id (as for
     ``publish``), or a bare run id inside ``results``. Raises ValueError on a malformed location."""
-    from .store import RunStore, open_store
+    from specbench.results.store import RunStore, open_store
 
     text = run.rstrip("/")
     if not text:
@@ -338,11 +339,11 @@ def command_report(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        from .aggregate import summarize_run
+        from specbench.analysis.aggregate import summarize_run
     except ImportError:  # the Job's zip leaves the results' modules out
         print("specbench: this build has no report command; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    from .runfiles import load_run
+    from specbench.results.runfiles import load_run
 
     if not 0.0 < args.draft_cost_ratio < 1.0:
         print(f"specbench: --draft-cost-ratio must lie between 0 and 1 (exclusive), got {args.draft_cost_ratio}", file=sys.stderr)
@@ -374,7 +375,7 @@ def command_report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out = Path(args.out or f"report-{store.run_id}")
     try:
-        from .report import write_report
+        from specbench.outputs.report import write_report
 
         written = write_report(summary, out)
     except ImportError as error:  # matplotlib (or a library it needs) is not installed
@@ -396,11 +397,12 @@ def command_plan(args: argparse.Namespace) -> int:
 
     try:
         from config import ConfigError, load_config
+        from config.cost import neuron_node_hour_price
         from config.sweep import enabled, sweep_plan
     except ImportError:  # the Job's zip has no configuration
         print("specbench: plan needs the project's config package; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    from .sweep.plan import render
+    from specbench.sweep.plan import render
 
     path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
     try:
@@ -422,7 +424,7 @@ def command_plan(args: argparse.Namespace) -> int:
     if not enabled(config):
         print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
         return 0
-    print(render(sweep_plan(config)))
+    print(render(sweep_plan(config, neuron_node_hour_price(config.neuron_nodes.instance_type))))
     return 0
 
 

@@ -349,7 +349,7 @@ def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, t
     """The client's script with the real zip application and the units.json synth wrote, against an
     emulated server in place of the sidecar: each point lands in results/sweeps/<job name>/<point id>/."""
     from specbench import bundle
-    from specbench.emulator import EmulatorServer, default_profiles
+    from specbench.emulator.server import EmulatorServer, default_profiles
 
     _, _, spec = small
     units = json.loads(by_kind(sweep_objects(spec))["ConfigMap"]["data"]["units.json"])

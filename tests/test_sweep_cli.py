@@ -7,8 +7,8 @@ import json
 import pytest
 
 from specbench import cli
-from specbench.emulator import EmulatorServer, default_profiles
-from specbench.store import LocalStore, RunStore
+from specbench.emulator.server import EmulatorServer, default_profiles
+from specbench.results.store import LocalStore, RunStore
 
 POINT = {
     "point_id": "q17-k5-c4",
