@@ -48,14 +48,15 @@ def install_and_run(engine: str) -> str:
     not listed, so a compromised index or mirror cannot swap a package. The llmperf engine's cannot
     be: llmperf's own dependencies (Ray, transformers, ...) keep its loose pins (charts/README.md,
     "Benchmark")."""
+    return "\n".join(("set -eu", install_requirements(engine), f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"'))
+
+
+def install_requirements(engine: str) -> str:
+    """The pip command that installs the ConfigMap's requirements into DEPS (the sweep pods run it too)."""
     hashes = " --require-hashes" if engine == "native" else ""
-    return "\n".join(
-        (
-            "set -eu",
-            f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off{hashes} "
-            f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}",
-            f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"',
-        )
+    return (
+        f"python -m pip install --no-cache-dir --disable-pip-version-check --no-warn-script-location --progress-bar off{hashes} "
+        f"--target {DEPS} -r {CODE_MOUNT}/{REQUIREMENTS}"
     )
 
 

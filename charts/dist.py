@@ -1,4 +1,4 @@
-"""Write the serving and benchmark objects as plain YAML for kubectl or GitOps: the same charts
+"""Write the serving, benchmark and (when configured) sweep objects as plain YAML for kubectl or GitOps: the same charts
 ``cdk deploy`` applies, one file per chart, numbered in apply order.
 
     python -m charts.dist --bucket-name NAME [--outdir dist] [-c key=value ...]
@@ -19,9 +19,11 @@ from pathlib import Path
 import cdk8s
 
 from config import ConfigError, load_config
+from config.sweep import enabled as sweep_enabled
 
 from .build import serving_charts
 from .spec import benchmark_spec, serving_plan
+from .sweep import sweep_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 # S3 general-purpose bucket names.
@@ -35,7 +37,8 @@ def write_dist(config, bucket_name: str, outdir: Path) -> list[Path]:
         old.unlink()
     app = cdk8s.App(outdir=str(outdir), yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
     plan = serving_plan(config, bucket_name)
-    serving_charts(app, plan, benchmark_spec(config, plan))
+    bench = benchmark_spec(config, plan)
+    serving_charts(app, plan, bench, sweep_spec(config, plan, bench) if sweep_enabled(config) else None)
     app.synth()
     return sorted(outdir.glob("*.k8s.yaml"))
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from config import ConfigError, PlatformConfig, Problem, catalog, layout, serving_stacks
+from config.sweep import enabled as sweep_enabled
+from config.sweep import sweep_variants
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
@@ -234,8 +236,20 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         VllmServiceSpec(base.name, baseline),
         *(VllmServiceSpec(v.name, shared, v.draft_model, v.num_speculative_tokens, v.speculator_target) for v in speculative),
     )
-    models = tuple(dict.fromkeys(m for service in services for m in service.models()))
-    heads = tuple(dict.fromkeys(v.draft_model for v in services if v.speculative and v.method.speculator == serving_stacks.TRAINED_HEAD))
+    # A sweep's draft models are cached with the services' (its pods wait for them like the services).
+    sweep_drafts = [v.draft_model for v in sweep_variants(config)] if sweep_enabled(config) else []
+    models = tuple(dict.fromkeys([*(m for service in services for m in service.models()), *sweep_drafts]))
+    stack = serving_stacks.STACKS[s.stack]
+    sweep_heads = (
+        [v.draft_model for v in sweep_variants(config) if stack.method(v.method).speculator == serving_stacks.TRAINED_HEAD]
+        if sweep_enabled(config)
+        else []
+    )
+    heads = tuple(
+        dict.fromkeys(
+            [*(v.draft_model for v in services if v.speculative and v.method.speculator == serving_stacks.TRAINED_HEAD), *sweep_heads]
+        )
+    )
     cache = ModelCacheSpec(
         namespace=s.namespace,
         bucket_name=bucket_name,
@@ -416,7 +430,7 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
     # The speculative services' shared spec (a cross-stack baseline differs in stack and image only).
     shared, b = plan.services[-1].serving, config.benchmark
     cross = len({s.serving.stack for s in plan.services}) > 1
-    return {
+    snapshot = {
         "serving": {
             "stack": shared.stack,
             "comparison": "cross-stack" if cross else "same stack",
@@ -459,6 +473,14 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
             "metrics_namespace": b.metrics_namespace,
         },
     }
+    if sweep_enabled(config):  # only then: the default snapshot stays as it was
+        s = config.sweep
+        snapshot["sweep"] = {
+            "variants": [v.to_dict() for v in sweep_variants(config)],
+            "loads": {"concurrencies": list(s.concurrencies), "request_rates": list(s.request_rates)},
+            "slo": {"ttft_ms": s.slo_ttft_ms, "tpot_ms": s.slo_tpot_ms},
+        }
+    return snapshot
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

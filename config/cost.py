@@ -26,6 +26,12 @@ PRICES_USD = {
 TRN2_CAPACITY_BLOCK_OBSERVED = 35.76
 
 
+def neuron_node_hour_price(instance_type: str) -> float | None:
+    """USD per hour of one Neuron node, for a sweep's plan: the Capacity Block price seen for
+    trn2.48xlarge; None for types without a recorded price."""
+    return TRN2_CAPACITY_BLOCK_OBSERVED if instance_type == "trn2.48xlarge" else None
+
+
 @dataclass(frozen=True)
 class CostLine:
     item: str

@@ -29,7 +29,7 @@ def _shown(value: object) -> str:
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
     if isinstance(value, tuple):
-        return "`" + ",".join(value) + "`" if value else "(none)"
+        return "`" + ",".join(map(str, value)) + "`" if value else "(none)"
     if value == "":
         return "(empty)"
     return f"`{value}`"

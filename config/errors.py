@@ -18,7 +18,7 @@ class Problem:
     depends_on: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        shown = ",".join(self.value) if isinstance(self.value, tuple) else self.value
+        shown = ",".join(map(str, self.value)) if isinstance(self.value, tuple) else self.value
         line = f"{self.key}={shown!r}: {self.problem}"
         return f"{line}; allowed: {self.allowed}" if self.allowed else line
 

@@ -108,7 +108,7 @@ def _serving_derived(s: ServingSettings) -> ServingSettings:
 
 
 def coerce(value: Any, kind: Any) -> Any:
-    """Convert a context value to ``kind`` (str, int, float, bool, tuple[str, ...]) or raise ValueError."""
+    """Convert a context value to ``kind`` (str, int, float, bool, or a tuple of str, int or float) or raise ValueError."""
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -144,6 +144,7 @@ def coerce(value: Any, kind: Any) -> Any:
             return value.strip()
         raise ValueError("expected text")
     if getattr(kind, "__origin__", None) is tuple:
+        item = kind.__args__[0]
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
@@ -153,6 +154,13 @@ def coerce(value: Any, kind: Any) -> Any:
                     raise ValueError(f"expected a JSON list or comma-separated text ({err.msg})") from None
             else:
                 value = [part for part in (p.strip() for p in text.split(",")) if part]
+        if item is not str:  # tuple[int, ...] or tuple[float, ...]: each item as its scalar
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(f"expected a list of {'whole numbers' if item is int else 'numbers'}")
+            try:
+                return tuple(coerce(v, item) for v in value)
+            except ValueError as err:
+                raise ValueError(f"{err} in every item of the list") from None
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(v.strip() for v in value)
         raise ValueError("expected a list of text values")

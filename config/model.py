@@ -276,6 +276,35 @@ class DataSettings:
 
 
 @dataclass(frozen=True)
+class SweepSettings:
+    # Off while `variants` is empty: nothing is synthesized and the templates are unchanged.
+    variants: tuple[str, ...] = setting(
+        (),
+        "Speculative variants the sweep measures, each `NAME:DRAFT_MODEL:K` or `NAME:DRAFT_MODEL:K:METHOD` (method default "
+        "`serving.speculation_method`); the baseline is always measured too, in the first and the last wave. Empty = no sweep.",
+    )
+    concurrencies: tuple[int, ...] = setting((1, 4), "Closed-loop load levels of every sweep variant: requests in flight (1 to 1024).")
+    request_rates: tuple[float, ...] = setting(
+        (),
+        "Open-loop load levels of every sweep variant: Poisson arrivals, requests per second (greater than 0, up to 1000; native engine).",
+    )
+    suite: str = setting("", "JSON suite file of the sweep (format as `benchmark.suite_file`); empty = the benchmark's suite.")
+    slo_ttft_ms: float = setting(2000.0, "Goodput SLO: time to first token of a request, ms (greater than 0).")
+    slo_tpot_ms: float = setting(100.0, "Goodput SLO: time per output token of a request, ms (greater than 0).")
+    start_on_deploy: bool = setting(
+        False, "`cdk deploy` starts the sweep Job; false creates only its suspended CronJob (start it with `kubectl create job --from`)."
+    )
+    compile_minutes_per_variant: float = setting(
+        120.0, "Plan estimate: first start of a variant whose graphs are not compiled yet (Neuron compilation), minutes."
+    )
+    start_minutes_per_variant: float = setting(
+        15.0, "Plan estimate: start of a variant whose compiled graphs are in the bucket (weights and graphs loaded), minutes."
+    )
+    measure_minutes_per_point: float = setting(15.0, "Plan estimate: measuring one variant at one load level (the whole suite), minutes.")
+    budget_node_hours: float = setting(48.0, "Synth refuses a sweep whose plan needs more Neuron node-hours than this (greater than 0).")
+
+
+@dataclass(frozen=True)
 class PlatformConfig:
     env: EnvSettings = field(default_factory=EnvSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
@@ -287,6 +316,7 @@ class PlatformConfig:
     results: ResultsSettings = field(default_factory=ResultsSettings)
     addons: AddonSettings = field(default_factory=AddonSettings)
     data: DataSettings = field(default_factory=DataSettings)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
 
 
 def sections() -> dict[str, type]:

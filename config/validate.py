@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 # benchmark's own requirements.
 from specbench.prompts.suite import SuiteError, load_suite
 
-from . import capacity, catalog, ec2, serving_stacks, subnets
+from . import capacity, catalog, ec2, serving_stacks, subnets, sweep
 from .errors import Problem, one_line_each
 from .model import PlatformConfig, ServingSettings
 from .variants import parse_extra_variant, service_variants, speculator_target
@@ -708,6 +708,29 @@ def data_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
 
 
+def sweep_rules(c: PlatformConfig) -> Iterable[Problem]:
+    """The sweep section (config/sweep.py): loads, numbers and suite always; variants, the
+    cluster's sidecar support, and the plan's capacity and budget when a sweep is configured."""
+    yield from sweep.load_problems(c)
+    yield from sweep.number_problems(c)
+    yield from suite_file_problems("sweep.suite", c.sweep.suite)
+    if not sweep.enabled(c):
+        return
+    found = list(sweep.variant_problems(c))
+    for variant in sweep.sweep_variants(c):
+        key = "sweep.variants"
+        stack = serving_stacks.STACKS.get(c.serving.stack)
+        if stack is None or variant.method not in stack.method_ids:
+            continue  # reported by sweep.variant_problems (or the serving rules for the stack)
+        method = stack.method(variant.method)
+        head_target = speculator_target(c.serving, variant.draft_model)
+        found += speculation_problems(key, key, variant.draft_model, variant.k, c.serving.target_model, method, head_target)
+    yield from found
+    yield from sweep.sidecar_problems(c)
+    if not found:
+        yield from sweep.plan_problems(c)
+
+
 RULES: tuple[Rule, ...] = (
     env_rules,
     network_rules,
@@ -719,6 +742,7 @@ RULES: tuple[Rule, ...] = (
     results_rules,
     addon_rules,
     data_rules,
+    sweep_rules,
 )
 
 

@@ -6,6 +6,7 @@
     python -m specbench report <run_id>                     # ./report-<run_id>/report.html, report.md, charts
     python -m specbench suite [--suite my-suite.json]
     python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
+    python -m specbench plan -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5 -c neuron_nodes.desired_size=2   # a checkout only
 
 Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed or the
 environment failed (what completed is stored), 2 bad arguments, 3 stored but not all published,
@@ -28,6 +29,7 @@ from specbench.load.types import Endpoint, LoadSpec
 from specbench.prompts.datasets import DatasetError, open_cache
 from specbench.prompts.suite import Suite, SuiteError, load_suite
 from specbench.results.store import StoreError
+from specbench.sweep.points import parse_sweep_point
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
 EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY, EXIT_SERVICE_FAILED = 1, 2, 3, 4, 5
@@ -89,6 +91,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--region", default=None, help="AWS region for S3 and CloudWatch")
     run.add_argument("--no-publish", action="store_true", help="store only; publish later with `specbench publish`")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--sweep-id", default="", help="the sweep this run is a point of (with --sweep-point)")
+    run.add_argument(
+        "--sweep-point", default="", help='the point, as JSON: {"point_id", "wave", "variant": {...}, "load": {"kind", "value"}}'
+    )
 
     publish = commands.add_parser("publish", help="publish (again) a stored run's metrics to CloudWatch")
     publish.add_argument("run", help="the run's location: a directory or s3://BUCKET/PREFIX/RUN_ID")
@@ -115,6 +121,10 @@ def parser() -> argparse.ArgumentParser:
     imported.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/")
     imported.add_argument("--run-id", required=True, help="the run to add to (created if new); import each service into the same one")
     imported.add_argument("--region", default=None)
+
+    plan = commands.add_parser("plan", help="print the configured sweep's matrix, waves, node-hours and cost (from a checkout)")
+    plan.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
+    plan.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
 
     suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
     suite.add_argument("--suite", default="")
@@ -146,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_import(args)
         if args.command == "report":
             return command_report(args)
+        if args.command == "plan":
+            return command_plan(args)
         return command_suite(args)
     except (SuiteError, DatasetError) as error:
         print(f"specbench: {error}", file=sys.stderr)
@@ -231,7 +243,11 @@ def command_run(args: argparse.Namespace) -> int:
     if len({e.name for e in endpoints}) != len(endpoints):
         print("specbench: --endpoint names must be unique", file=sys.stderr)
         return EXIT_USAGE
+    if bool(args.sweep_id) != bool(args.sweep_point):
+        print("specbench: --sweep-id and --sweep-point go together", file=sys.stderr)
+        return EXIT_USAGE
     try:
+        sweep = parse_sweep_point(args.sweep_id, args.sweep_point) if args.sweep_id else {}
         settings = read_settings(args.settings)
         store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
     except ValueError as error:  # a bad --settings file, a bad --results
@@ -256,6 +272,7 @@ def command_run(args: argparse.Namespace) -> int:
         engine=args.engine,
         ready_timeout_s=args.ready_timeout,
         settings=settings,
+        sweep=sweep,
     )
     print(f"run {store.run_id}: {len(plan.suite.test_cases)} test cases x {len(endpoints)} endpoints -> {store.location}", flush=True)
     runner = Runner(plan, make_engine(args.engine), store, progress=not args.no_progress)
@@ -407,6 +424,43 @@ def command_report(args: argparse.Namespace) -> int:
     for name, path in written.items():
         print(f"  {name:<20} {path}")
     print(summary.verdict)
+    return 0
+
+
+def command_plan(args: argparse.Namespace) -> int:
+    """The sweep plan synth prints, from cdk.json's context and ``-c`` overrides."""
+    import os
+
+    try:
+        from config import ConfigError, load_config
+        from config.cost import neuron_node_hour_price
+        from config.sweep import enabled, sweep_plan
+    except ImportError:  # the Job's zip has no configuration
+        print("specbench: plan needs the project's config package; run it from a checkout of the project", file=sys.stderr)
+        return EXIT_USAGE
+    from specbench.sweep.plan import render
+
+    path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
+    try:
+        context = dict(read_json_file(str(path)).get("context", {}))
+    except (JsonFileError, AttributeError) as error:
+        print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for item in args.context:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"specbench: -c {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_USAGE
+        context[key] = value
+    try:
+        config = load_config(context, os.environ)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_USAGE
+    if not enabled(config):
+        print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
+        return 0
+    print(render(sweep_plan(config, neuron_node_hour_price(config.neuron_nodes.instance_type))))
     return 0
 
 

@@ -47,6 +47,7 @@ class RunPlan:
     engine: str
     ready_timeout_s: float = 900.0
     settings: dict[str, Any] = field(default_factory=dict)  # the deployment's snapshot (settings.json)
+    sweep: dict[str, Any] = field(default_factory=dict)  # a sweep point's metadata (specbench/sweep/points.py), or empty
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -150,6 +151,8 @@ class Runner:
     async def run(self) -> RunResult:
         result = RunResult(self.store.run_id, "running")
         self.run_json["figure_definitions"] = FIGURE_DEFINITIONS  # which definition each figure uses
+        if self.plan.sweep:
+            self.run_json["sweep"] = self.plan.sweep
         self._save_run(
             run_id=result.run_id, status="running", started=_now(), location=self.store.location, plan=self.plan.snapshot(), cases={}
         )

@@ -9,7 +9,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from charts import benchmark_spec, serving_plan
+from charts.sweep import sweep_spec
 from config import PlatformConfig
+from config.sweep import enabled as sweep_enabled
 
 from .addons import (
     ContainerInsightsAddOn,
@@ -127,6 +129,7 @@ class PlatformStack(Stack):
         # volumes (Mountpoint driver); the add-ons already wait for the nodes and admin access.
         # The benchmark comes last, after every service; its role (data stack) may write only results/.
         plan = serving_plan(config, bucket.bucket_name)
+        bench = benchmark_spec(config, plan)
         self.serving = ServingWorkloads(
             self,
             "Serving",
@@ -134,8 +137,9 @@ class PlatformStack(Stack):
                 cluster=cluster,
                 plan=plan,
                 depends_on=(self.neuron_helm.chart, self.mountpoint.addon),
-                benchmark=benchmark_spec(config, plan),
+                benchmark=bench,
                 benchmark_role=benchmark_role,
+                sweep=sweep_spec(config, plan, bench) if sweep_enabled(config) else None,
             ),
         )
 

@@ -22,6 +22,7 @@ from constructs import Construct, IDependable
 
 from charts import BenchmarkSpec, ServingPlan, serving_charts
 from charts.model_cache import SERVICE_ACCOUNT
+from charts.sweep import SweepSpec
 
 from .addons.pod_identity import pod_identity_role
 from .benchmark import BenchmarkRun, BenchmarkRunProps
@@ -35,13 +36,16 @@ class ServingWorkloadsProps:
     # The benchmark and its service account's role; without a spec, no benchmark is applied.
     benchmark: BenchmarkSpec | None = None
     benchmark_role: iam.IRole | None = None
+    # The sweep (charts/sweep.py): applied after the benchmark, whose ConfigMap, service account and
+    # Pod Identity association its pods use. None: no sweep configured.
+    sweep: SweepSpec | None = None
 
 
 class ServingWorkloads(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: ServingWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         cluster, plan = props.cluster, props.plan
-        charts = serving_charts(cdk8s.App(), plan, props.benchmark)
+        charts = serving_charts(cdk8s.App(), plan, props.benchmark, props.sweep)
         self.model_cache = cluster.add_cdk8s_chart("ModelCacheChart", charts.model_cache)
         self.model_cache.node.add_dependency(*props.depends_on)
         if plan.model_cache.hf_token_secret_arn:
@@ -62,6 +66,10 @@ class ServingWorkloads(Construct):
                     cluster=cluster, chart=charts.benchmark, role=props.benchmark_role, depends_on=tuple(self.services.values())
                 ),
             )
+        self.sweep: eks.KubernetesManifest | None = None
+        if charts.sweep is not None and self.benchmark is not None:
+            self.sweep = cluster.add_cdk8s_chart("SweepChart", charts.sweep)
+            self.sweep.node.add_dependency(self.benchmark.manifest)
 
     def _token_reader(self, cluster: eks.Cluster, plan: ServingPlan) -> eks.CfnPodIdentityAssociation:
         """The model-cache Job's service account may read the one token secret, nothing else."""

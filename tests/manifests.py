@@ -16,18 +16,30 @@ def quantity(text: str) -> float:
 
 
 def pod_requests(pod_spec: dict) -> dict[str, float]:
-    """Effective requests of a pod: the larger of its containers' sum and any one init container."""
+    """Effective requests of a pod: the larger of (containers + sidecars) and, for each regular init
+    container, its own plus the sidecars started before it. Sidecars (init containers with
+    restartPolicy Always) keep running beside the containers (kubernetes.io/docs/concepts/workloads/
+    pods/sidecar-containers/, "Resource sharing within containers")."""
 
     def requests(container: dict) -> dict[str, float]:
         return {k: quantity(v) for k, v in container.get("resources", {}).get("requests", {}).items()}
 
+    def add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+
     total: dict[str, float] = {}
     for container in pod_spec["containers"]:
-        for key, value in requests(container).items():
-            total[key] = total.get(key, 0) + value
+        total = add(total, requests(container))
+    sidecars: dict[str, float] = {}
+    peaks: list[dict[str, float]] = []
     for init in pod_spec.get("initContainers", []):
-        for key, value in requests(init).items():
-            total[key] = max(total.get(key, 0), value)
+        if init.get("restartPolicy") == "Always":
+            sidecars = add(sidecars, requests(init))
+        else:
+            peaks.append(add(sidecars, requests(init)))
+    total = add(total, sidecars)
+    for peak in peaks:
+        total = {k: max(total.get(k, 0), peak.get(k, 0)) for k in total.keys() | peak.keys()}
     return total
 
 

@@ -403,6 +403,9 @@ JOB_FILES = (
     "results/runfiles.py",
     "results/store.py",
     "runner.py",
+    # `run --sweep-id --sweep-point` (a sweep point's metadata); not sweep/plan.py (`plan` runs from a checkout).
+    "sweep/__init__.py",
+    "sweep/points.py",
 )
 
 

@@ -41,8 +41,10 @@ def test_benchmark_manifest_depends_on_every_service_and_the_association(platfor
         assert len(service_ids) == services
         association, _ = _benchmark_association(template)
         assert set(service_ids) | {association} <= direct_dependencies(template, benchmark)
-        # Nothing waits for the benchmark: deploy applies it last, destroy deletes it first.
-        assert not any(benchmark in all_dependencies(template, lid) for lid in template["Resources"] if lid != benchmark)
+        # Nothing but a sweep (which uses its ConfigMap and service account) waits for the benchmark:
+        # deploy applies it last, destroy deletes it first.
+        waiting = {lid for lid in template["Resources"] if lid != benchmark and benchmark in all_dependencies(template, lid)}
+        assert waiting == set(_manifest_ids(template, "EksClusterSweepChart"))
 
 
 def test_association_binds_the_data_stacks_benchmark_role(platform, data):

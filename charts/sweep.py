@@ -1,0 +1,311 @@
+"""The sweep on the cluster: one Indexed Job whose every index is a pod that holds Neuron devices
+only while it measures.
+
+Each pod (a *unit*: the baseline or one variant) runs the vLLM server as a native sidecar (an init
+container with ``restartPolicy: Always``) and the measuring client as its main container. The
+client starts once the server's startup probe has passed (the kubelet starts the next container
+only then: kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/), drives every load level
+at ``localhost``, writes each point's run to S3 under the sweep's id, and exits; the kubelet then
+stops the sidecar and the pod completes, so the devices free ("Once all regular containers have
+completed, all init containers with restartPolicy Always will be shut down": the Container API's
+``restartPolicy`` field). Native sidecars: on by default since Kubernetes 1.29, stable in 1.33; the
+cluster is 1.34 to 1.36 (config/catalog.py), and config/sweep.py checks it.
+
+Queueing is Kubernetes': ``parallelism`` is the number of units the free Neuron capacity holds
+(config/sweep.py), the Job controller starts the lowest pending indexes first (kubernetes/kubernetes
+pkg/controller/job/indexed_job_utils.go, ``firstPendingIndexes``), and the Neuron scheduler places
+each pod. ``backoffLimitPerIndex: 0`` (stable in 1.33, kubernetes.io/blog/2025/05/13/...): a failed
+unit is not retried (a retry would repeat every point) and does not stop the other indexes.
+
+Parity: every unit's server is ``charts.vllm.deployment`` of that unit's ``VllmServiceSpec`` (the
+services' code), turned into a sidecar. An Indexed Job has one pod template, so what differs per
+unit (vLLM's command, arguments and environment: draft, k, compiled-artifact folder) goes to a
+ConfigMap, and the sidecar's launcher (scripts/sweep_vllm.py) picks its unit by
+``JOB_COMPLETION_INDEX``. ``sweep_objects`` refuses units whose pods would differ in anything else.
+The compiled-artifact folder is the services' (a hash of the compile settings), so the baseline and
+a variant equal to a service load the services' graphs, and a rerun compiles nothing.
+
+``sweep.start_on_deploy`` false: only the suspended CronJob ``specbench-sweep`` (never scheduled, like
+the benchmark's rerun template, charts/benchmark.py); start a sweep with
+``kubectl -n <ns> create job sweep-<date> --from=cronjob/specbench-sweep`` (kubectl copies the
+template's whole Job spec: kubernetes/kubectl pkg/cmd/create/create_job.go, ``createJobFromCronJob``).
+Its Job's name is the sweep id.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from config import PlatformConfig
+from config.sweep import CLIENT, sweep_plan
+from config.variants import speculator_target
+from specbench.prompts.suite import load_suite
+from specbench.sweep.plan import SweepPlan
+from specbench.sweep.points import Load, point_id
+
+from . import benchmark
+from .objects import add_objects, guaranteed, metadata
+from .spec import MAX_SUITE_SECONDS, SETUP_SECONDS, BenchmarkSpec, ServingPlan, VllmServiceSpec, settings_hash
+from .vllm import deployment, wait_for_models
+
+NAME = "specbench-sweep"
+LABELS = {"app.kubernetes.io/name": NAME}
+MOUNT = "/opt/sweep"
+UNITS = "units.json"
+SUITE = "suite.json"
+SCRIPTS = Path(__file__).with_name("scripts")
+LAUNCHER = SCRIPTS / "sweep_vllm.py"
+RUNNER = SCRIPTS / "run_sweep_points.py"
+LOCALHOST = "127.0.0.1"
+# Set by the Job controller on every pod of a Job since Kubernetes 1.27
+# (kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+@dataclass(frozen=True)
+class SweepUnitSpec:
+    index: int
+    service: VllmServiceSpec  # the unit's server, from the same spec code as the services
+    variant: dict[str, Any]  # SweepVariant.to_dict()
+    points: tuple[tuple[str, int, Load], ...]  # (point id, wave, load level)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    units: tuple[SweepUnitSpec, ...]
+    parallelism: int
+    start_on_deploy: bool
+    benchmark: BenchmarkSpec  # the client: image, engine, load settings, service account, results
+    test_cases: int
+    suite_json: str = ""  # empty: the benchmark's suite
+    plan: SweepPlan | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.benchmark.namespace
+
+
+def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) -> SweepSpec:
+    """The sweep of a validated configuration whose ``sweep.variants`` is set."""
+    planned = sweep_plan(config)
+    # The baseline unit runs as the baseline service does; variants on the speculative services' spec
+    # (the same unless serving.cross_stack puts the baseline on another stack).
+    baseline, shared = plan.services[0].serving, plan.services[-1].serving
+    units = []
+    for unit in planned.units:
+        v = unit.variant
+        # The one place a variant's method reaches its server: the shared spec keeps the services'
+        # stack, whose container mapping (charts/serving_stack.py) builds the sidecar.
+        serving = replace(shared, speculation_method=v.method) if v.draft_model else baseline
+        target = speculator_target(config.serving, v.draft_model) if v.draft_model else ""
+        points = tuple((point_id(v.name, load, unit.repeat), planned.wave_of(unit.index), load) for load in planned.loads)
+        units.append(SweepUnitSpec(unit.index, VllmServiceSpec(v.name, serving, v.draft_model, v.k, target), v.to_dict(), points))
+    own = config.sweep.suite
+    suite = load_suite(own or config.benchmark.suite_file)
+    suite_json = json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if own else ""
+    return SweepSpec(tuple(units), planned.slots, config.sweep.start_on_deploy, bench, len(suite.test_cases), suite_json, planned)
+
+
+# --- the client's arguments ------------------------------------------------------------------------
+
+
+def _without(args: list[str], flags: set[str]) -> list[str]:
+    """``args`` without each ``--flag value`` pair whose flag is in ``flags``."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in flags:
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+def load_args(load: Load) -> list[str]:
+    # --request-rate: the open-loop load of specbench run (issue 14, load levels).
+    return ["--concurrency", str(int(load.value))] if load.kind == "concurrency" else ["--request-rate", format(load.value, "g")]
+
+
+def point_args(spec: SweepSpec, unit: SweepUnitSpec, load: Load) -> list[str]:
+    """``specbench run`` flags of one point: the benchmark's own (model, engine, tokens, requests,
+    temperature, seed, timeouts, settings), with the unit's server on localhost as the only endpoint
+    and this point's load. Results location, run id and sweep metadata: scripts/run_sweep_points.py."""
+    args = _without(benchmark.run_args(spec.benchmark), {"--endpoint", "--concurrency", "--results"})
+    if spec.suite_json:
+        args = [*_without(args, {"--suite"}), "--suite", f"{MOUNT}/{SUITE}"]
+    url = f"http://{LOCALHOST}:{unit.service.serving.port}"
+    return ["--endpoint", f"{unit.variant['name']}={url}", *args, *load_args(load), "--no-publish", "--no-progress"]
+
+
+def pod_deadline_seconds(spec: SweepSpec) -> int:
+    """activeDeadlineSeconds of one pod (counted from its start on a node, not while it waits for
+    devices): the server's whole startup budget, then every point running into its timeouts in
+    waves of its concurrency (one request at a time for an open-loop rate), as for the benchmark
+    Job (charts/spec.py ``benchmark_deadline_seconds``)."""
+    b = spec.benchmark
+    suite = 0
+    for _, _, load in spec.units[0].points:
+        in_flight = int(load.value) if load.kind == "concurrency" else 1
+        suite += spec.test_cases * -(-b.requests // in_flight) * b.request_timeout_seconds
+    return b.ready_timeout_seconds + SETUP_SECONDS + min(suite, MAX_SUITE_SECONDS)
+
+
+# --- the pod -----------------------------------------------------------------------------------------
+
+
+def _parity_view(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A service pod spec without what the launcher sets per unit (and the models it waits for)."""
+    view = copy.deepcopy(pod_spec)
+    view.pop("initContainers", None)
+    for container in view["containers"]:
+        for key in ("command", "args", "env"):
+            container.pop(key, None)
+    return view
+
+
+def unit_pods(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Each unit's server pod as the services build it; ValueError if they differ beyond the
+    launcher's part (a per-unit resource or probe cannot live in one pod template)."""
+    pods = [deployment(u.service)["spec"]["template"]["spec"] for u in spec.units]
+    first = _parity_view(pods[0])
+    for unit, pod in zip(spec.units, pods, strict=True):
+        if _parity_view(pod) != first:
+            raise ValueError(f"sweep unit {unit.variant['name']}: its server pod differs from the baseline's beyond command, args and env")
+    return pods
+
+
+def units_file(spec: SweepSpec) -> str:
+    """units.json: per index, the server's command, arguments and environment, and the points."""
+    units = []
+    for unit, pod in zip(spec.units, unit_pods(spec), strict=True):
+        server = pod["containers"][0]
+        if any("value" not in e for e in server["env"]):  # valueFrom cannot travel through a file
+            raise ValueError(f"sweep unit {unit.variant['name']}: the server's environment must be plain values for the launcher")
+        units.append(
+            {
+                "variant": unit.variant,
+                "command": server["command"],
+                "args": server["args"],
+                "env": {e["name"]: e["value"] for e in server["env"]},
+                "points": [
+                    {"point_id": pid, "wave": wave, "variant": unit.variant, "load": load.to_dict(), "args": point_args(spec, unit, load)}
+                    for pid, wave, load in unit.points
+                ],
+            }
+        )
+    # Compact: the manifest goes through the kubectl provider's Lambda payload (REFERENCE.md section 3).
+    return json.dumps(units, separators=(",", ":"), sort_keys=True) + "\n"
+
+
+class _AllModels:
+    """What charts.vllm.wait_for_models reads of a spec, for the models of every unit."""
+
+    def __init__(self, spec: SweepSpec) -> None:
+        self.serving = spec.units[0].service.serving
+        self._models = tuple(dict.fromkeys(m for u in spec.units for m in u.service.models()))
+
+    def models(self) -> tuple[str, ...]:
+        return self._models
+
+
+def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
+    pods = unit_pods(spec)
+    pod = copy.deepcopy(pods[0])
+    server = pod["containers"][0]
+    # The environment every unit shares stays visible in the template; the launcher adds the rest.
+    shared_env = [e for e in server["env"] if all(e in p["containers"][0]["env"] for p in pods)]
+    sidecar = {
+        **server,
+        "restartPolicy": "Always",
+        "command": ["python3", f"{MOUNT}/{LAUNCHER.name}"],
+        "args": [f"{MOUNT}/{UNITS}"],
+        "env": shared_env,
+        "volumeMounts": [*server["volumeMounts"], {"name": "sweep", "mountPath": MOUNT, "readOnly": True}],
+    }
+    bench_pod = benchmark.pod_template(spec.benchmark)["spec"]
+    client = copy.deepcopy(bench_pod["containers"][0])
+    client.pop("args", None)
+    client.update(
+        name="measure",
+        command=[
+            "sh",
+            "-c",
+            "\n".join(("set -eu", benchmark.install_requirements(spec.benchmark.engine), f"exec python {MOUNT}/{RUNNER.name}")),
+        ],
+        resources=guaranteed(f"{CLIENT.cpu_millis}m", f"{CLIENT.memory_mib}Mi"),
+    )
+    client["env"] += [
+        {"name": "SWEEP_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}}},
+        {"name": "SWEEP_RESULTS", "value": spec.benchmark.results_uri},
+        {"name": "SWEEP_UNITS", "value": f"{MOUNT}/{UNITS}"},
+        {"name": "SWEEP_BUNDLE", "value": f"{benchmark.CODE_MOUNT}/{benchmark.BUNDLE}"},
+    ]
+    # The pod may run as root (the vLLM server does, as in the services); the client never does.
+    client["securityContext"] = {**client["securityContext"], "runAsUser": benchmark.RUN_AS, "runAsGroup": benchmark.RUN_AS}
+    client["volumeMounts"].append({"name": "sweep", "mountPath": MOUNT, "readOnly": True})
+    pod.update(
+        initContainers=[wait_for_models(_AllModels(spec)), sidecar],  # type: ignore[arg-type]
+        containers=[client],
+        volumes=[*pod["volumes"], *bench_pod["volumes"], {"name": "sweep", "configMap": {"name": config_map}}],
+        # The benchmark's service account: its Pod Identity role writes results/ (sweeps/ is under it).
+        serviceAccountName=bench_pod["serviceAccountName"],
+        restartPolicy="Never",
+        activeDeadlineSeconds=pod_deadline_seconds(spec),
+    )
+    return pod
+
+
+def job_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
+    return {
+        "completionMode": "Indexed",
+        "completions": len(spec.units),
+        "parallelism": spec.parallelism,
+        "backoffLimitPerIndex": 0,
+        "ttlSecondsAfterFinished": spec.benchmark.ttl_seconds_after_finished,
+        "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec(spec, config_map)},
+    }
+
+
+def sweep_objects(spec: SweepSpec) -> tuple[dict[str, Any], ...]:
+    """The ConfigMap, the suspended CronJob (the sweep's template) and, with start_on_deploy, its Job.
+
+    Names carry a hash of everything the pods get (like the benchmark Job's): a Job's pod template
+    is immutable, and a running sweep keeps reading its own ConfigMap."""
+    files = {UNITS: units_file(spec), LAUNCHER.name: LAUNCHER.read_text(), RUNNER.name: RUNNER.read_text()}
+    if spec.suite_json:
+        files[SUITE] = spec.suite_json
+    digest = settings_hash({"files": files, "job": job_spec(spec, NAME), "code": spec.benchmark.digest()})[:8]
+    config_map = f"{NAME}-{digest}"
+    job = job_spec(spec, config_map)
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(config_map, spec.namespace, LABELS), "data": files},
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": metadata(NAME, spec.namespace, LABELS),
+            "spec": {
+                "schedule": benchmark.RERUN_SCHEDULE,
+                "suspend": True,
+                "concurrencyPolicy": "Forbid",
+                "jobTemplate": {"metadata": {"labels": dict(LABELS)}, "spec": job},
+            },
+        },
+    ]
+    if spec.start_on_deploy:
+        objects.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(config_map, spec.namespace, LABELS), "spec": job})
+    return tuple(objects)
+
+
+class SweepChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, spec: SweepSpec) -> None:
+        super().__init__(scope, construct_id, disable_resource_name_hashes=True)
+        self.spec = spec
+        add_objects(self, sweep_objects(spec))

@@ -1,0 +1,237 @@
+"""The sweep section: its variants parsed, its rules, and its plan from the configuration
+(config/validate.py's ``sweep_rules`` runs the rules; this module does not import it).
+
+Off while ``sweep.variants`` is empty. When on, synth checks every field (one line per problem),
+computes the plan (specbench/sweep/plan.py) from the Neuron capacity left beside the long-running
+services, prints it, and refuses a plan above ``sweep.budget_node_hours``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import replace
+
+from specbench.sweep.plan import Estimates, SweepPlan, make_plan
+from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
+
+from . import capacity, catalog, serving_stacks
+from .errors import Problem
+from .model import PlatformConfig
+from .variants import service_variants
+
+VARIANT_SHAPE = "NAME:DRAFT_MODEL:K or NAME:DRAFT_MODEL:K:METHOD, e.g. qwen17-k5:Qwen/Qwen3-1.7B:5"
+# Native sidecar containers (initContainers with restartPolicy: Always): on by default since
+# Kubernetes 1.29, stable in 1.33 (kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/).
+SIDECAR_MIN_VERSION = (1, 29)
+# The measuring client beside each vLLM server in a sweep pod (charts/sweep.py).
+CLIENT = capacity.Resources(cpu_millis=1000, memory_mib=4 * capacity.MIB_PER_GIB)
+# How a sweep starts when sweep.start_on_deploy is false (charts/sweep.py): the Job's name is the sweep id.
+SWEEP_START = (
+    "start the sweep: kubectl -n <serving.namespace> create job sweep-$(date +%Y%m%d-%H%M) --from=cronjob/specbench-sweep "
+    "(results under results/sweeps/<job name>/)"
+)
+# Variant names become point ids (``<name>-last-r0p5``), which are run ids and DNS labels (<= 63).
+MAX_NAME = 40
+NAME_RULE = f"1-{MAX_NAME} lowercase letters, digits or '-', starting with a letter and ending alphanumeric"
+MAX_CONCURRENCY = 1024
+MAX_REQUEST_RATE = 1000.0
+
+
+def enabled(config: PlatformConfig) -> bool:
+    return bool(config.sweep.variants)
+
+
+def parse_variant(text: str, default_method: str) -> SweepVariant:
+    """``NAME:DRAFT_MODEL:K[:METHOD]`` -> SweepVariant; ValueError says what is wrong with the text."""
+    parts = [p.strip() for p in text.split(":")]
+    if len(parts) not in (3, 4) or not all(parts):
+        raise ValueError("is not NAME:DRAFT_MODEL:K[:METHOD]")
+    try:
+        k = int(parts[2])
+    except ValueError:
+        raise ValueError(f"has K={parts[2]!r}, not a whole number") from None
+    return SweepVariant(parts[0], parts[1], k, parts[3] if len(parts) == 4 else default_method)
+
+
+def sweep_variants(config: PlatformConfig) -> list[SweepVariant]:
+    """The variants that parse (the others are reported by the rules)."""
+    found = []
+    for text in config.sweep.variants:
+        try:
+            found.append(parse_variant(text, config.serving.speculation_method))
+        except ValueError:
+            continue
+    return found
+
+
+def method_problems(key: str, variant: SweepVariant, stack_id: str) -> Iterable[Problem]:
+    """The one place a variant's method is checked: one the configured serving stack supports
+    (config/serving_stacks.py; its k range is checked with the draft in config/validate.py)."""
+    stack = serving_stacks.STACKS.get(stack_id)
+    if stack is not None and variant.method not in stack.method_ids:
+        yield Problem(
+            key,
+            variant.method,
+            f"is not a speculation method of serving stack {stack_id} (variant {variant.name})",
+            ", ".join(stack.method_ids),
+        )
+
+
+def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
+    """Shape, name, method and duplicates of each variant (draft and k: config/validate.py's
+    ``speculation_problems``, as for the services, in ``sweep_rules``)."""
+    key = "sweep.variants"
+    seen: dict[str, str] = {}
+    settings: dict[tuple[str, int, str], str] = {}
+    for text in config.sweep.variants:
+        try:
+            variant = parse_variant(text, config.serving.speculation_method)
+        except ValueError as err:
+            yield Problem(key, text, str(err), VARIANT_SHAPE)
+            continue
+        if not NAME.match(variant.name) or len(variant.name) > MAX_NAME:
+            yield Problem(key, variant.name, "is not a variant name", NAME_RULE)
+        elif variant.name.startswith(BASELINE):
+            yield Problem(key, variant.name, f"starts with {BASELINE!r}, the name of the sweep's own baseline", "another name")
+        elif variant.name in seen:
+            yield Problem(key, variant.name, "names two variants", "a distinct name per variant")
+        seen[variant.name] = text
+        yield from method_problems(key, variant, config.serving.stack)
+        same = settings.get(variant.compile_key)
+        if same is not None:
+            yield Problem(key, text, f"measures the same draft, k and method as {same}", "each combination once")
+        settings.setdefault(variant.compile_key, variant.name)
+
+
+def load_problems(config: PlatformConfig) -> Iterable[Problem]:
+    s = config.sweep
+    for c in s.concurrencies:
+        if not 1 <= c <= MAX_CONCURRENCY:
+            yield Problem("sweep.concurrencies", c, "is out of range", f"1 to {MAX_CONCURRENCY}")
+    if len(set(s.concurrencies)) != len(s.concurrencies):
+        yield Problem("sweep.concurrencies", s.concurrencies, "lists a level twice", "distinct levels")
+    for r in s.request_rates:
+        if not 0.0 < r <= MAX_REQUEST_RATE:  # also catches nan
+            yield Problem("sweep.request_rates", r, "is out of range", f"greater than 0, up to {MAX_REQUEST_RATE:g} requests/s")
+    if len(set(s.request_rates)) != len(s.request_rates):
+        yield Problem("sweep.request_rates", s.request_rates, "lists a rate twice", "distinct rates")
+    # Two rates whose point ids coincide (format(rate, "g") keeps 6 significant digits).
+    labels = {format(r, "g") for r in s.request_rates}
+    if len(labels) != len(set(s.request_rates)):
+        yield Problem("sweep.request_rates", s.request_rates, "has rates equal to 6 significant digits", "rates that differ")
+    if s.request_rates and config.benchmark.engine == "llmperf":
+        yield Problem(
+            "sweep.request_rates",
+            s.request_rates,
+            "needs open-loop load, which the llmperf engine (benchmark.engine=llmperf) does not drive",
+            "empty, or benchmark.engine=native",
+            depends_on=("benchmark.engine",),
+        )
+    if s.variants and not s.concurrencies and not s.request_rates:
+        yield Problem("sweep.concurrencies", (), "is empty and so is sweep.request_rates: the sweep has no load level", "1 or more levels")
+
+
+def number_problems(config: PlatformConfig) -> Iterable[Problem]:
+    s = config.sweep
+    for field in ("slo_ttft_ms", "slo_tpot_ms", "compile_minutes_per_variant", "measure_minutes_per_point", "budget_node_hours"):
+        value = getattr(s, field)
+        if not (math.isfinite(value) and value > 0):
+            yield Problem(f"sweep.{field}", value, "must be a number greater than 0", "> 0")
+    if not (math.isfinite(s.start_minutes_per_variant) and 0 <= s.start_minutes_per_variant):
+        yield Problem("sweep.start_minutes_per_variant", s.start_minutes_per_variant, "must be a number of minutes", ">= 0")
+
+
+def sidecar_problems(config: PlatformConfig) -> Iterable[Problem]:
+    major, minor = (int(p) for p in config.cluster.kubernetes_version.split(".")[:2])
+    if (major, minor) < SIDECAR_MIN_VERSION:
+        yield Problem(
+            "cluster.kubernetes_version",
+            config.cluster.kubernetes_version,
+            "has no native sidecar containers, which the sweep pods use",
+            "1.29 or later",
+            depends_on=("sweep.variants",),
+        )
+
+
+# --- capacity and the plan ---------------------------------------------------------------------------
+
+
+def slots_per_node(config: PlatformConfig) -> tuple[int, ...] | None:
+    """Sweep pods that fit each running Neuron node once the long-running services are placed
+    (as many per node as fit, node after node); None when the shape is invalid (reported elsewhere)."""
+    n, s = config.neuron_nodes, config.serving
+    instance = catalog.TRAINIUM_INSTANCES.get(n.instance_type)
+    if instance is None or n.logical_nc_config not in instance.lnc_options:
+        return None
+    service = capacity.service_request(instance, n.logical_nc_config, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
+    point = service + CLIENT
+    room = capacity.allocatable(instance)
+    fixed = capacity.DAEMONSET_BUDGET + capacity.MODEL_CACHE_JOB
+    left = len(service_variants(s))
+    slots = []
+    for _ in range(n.desired_size):
+        placed = max((k for k in range(left + 1) if (service * k + fixed).fits_in(room)), default=0)
+        left -= placed
+        used = service * placed + fixed
+        slots.append(max((k for k in range(instance.neuron_devices + 1) if (used + point * k).fits_in(room)), default=0))
+    return tuple(slots)
+
+
+def nodes_for_a_slot(config: PlatformConfig) -> int:
+    """The fewest running Neuron nodes that leave one sweep pod room beside the services."""
+    for nodes in range(1, 65):
+        if sum(slots_per_node(replace(config, neuron_nodes=replace(config.neuron_nodes, desired_size=nodes))) or ()) > 0:
+            return nodes
+    return 65  # a service that fills a node and a sweep pod that cannot fit beside it: reported as is
+
+
+def sweep_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
+    """The plan of a configured sweep (call only on a validated config with a sweep and a free slot);
+    dollars with a price (config/cost.py ``neuron_node_hour_price``: cost imports the loader, which
+    runs these rules, so the price comes from the caller)."""
+    s, n = config.sweep, config.neuron_nodes
+    instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
+    devices = -(-config.serving.tensor_parallel_size // instance.logical_cores_per_device(n.logical_nc_config))
+    services = service_variants(config.serving)
+    method = config.serving.speculation_method
+    precompiled = [(v.draft_model, v.num_speculative_tokens, method if v.draft_model else "") for v in services]
+    return make_plan(
+        sweep_variants(config),
+        loads(s.concurrencies, s.request_rates),
+        slots_per_node=slots_per_node(config) or (),
+        devices_per_unit=devices,
+        devices_per_node=instance.neuron_devices,
+        estimates=Estimates(s.compile_minutes_per_variant, s.start_minutes_per_variant, s.measure_minutes_per_point),
+        precompiled=precompiled,
+        price_per_node_hour=price_per_node_hour,
+    )
+
+
+def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
+    slots = slots_per_node(config)
+    if slots is None:
+        return
+    inputs = ("neuron_nodes.instance_type", "serving.tensor_parallel_size", "serving.cpu_per_service", "serving.memory_gib_per_service")
+    n = config.neuron_nodes
+    if sum(slots) < 1:
+        services = len(service_variants(config.serving))
+        yield Problem(
+            "neuron_nodes.desired_size",
+            n.desired_size,
+            f"leaves no room for a sweep pod beside the {services} long-running services ({n.instance_type})",
+            f">= {nodes_for_a_slot(config)} (and neuron_nodes.max_size with it)",
+            depends_on=inputs,
+        )
+        return
+    plan = sweep_plan(config)
+    budget = config.sweep.budget_node_hours
+    if plan.node_hours > budget:
+        yield Problem(
+            "sweep.budget_node_hours",
+            budget,
+            f"is below the plan's {plan.node_hours:.1f} node-hours ({len(plan.waves)} waves of up to {plan.slots} pods on "
+            f"{plan.nodes} node(s), {plan.wall_hours:.1f} h; `specbench plan` shows them)",
+            f">= {math.ceil(plan.node_hours)}, or fewer variants or load levels, or more nodes",
+            depends_on=("sweep.variants", "sweep.concurrencies", "sweep.request_rates", "neuron_nodes.desired_size", *inputs),
+        )
