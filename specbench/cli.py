@@ -45,6 +45,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a number > 0")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="specbench", description="Measure speculative decoding against a baseline, per prompt type.")
     commands = root.add_subparsers(dest="command", required=True)
@@ -60,7 +70,19 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--test-case", action="append", default=[], help="run only this test case; repeat")
     run.add_argument("--input-tokens", type=positive_int, default=64)
     run.add_argument("--output-tokens", type=positive_int, default=600, help="max_tokens of every request")
-    run.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight per endpoint")
+    run.add_argument(
+        "--concurrency",
+        type=positive_int,
+        action="append",
+        help="requests in flight per endpoint (closed loop); repeat for several load levels (default: 4)",
+    )
+    run.add_argument(
+        "--request-rate",
+        type=positive_float,
+        action="append",
+        default=[],
+        help="requests/s per endpoint, Poisson arrivals (open loop, native engine); repeat for several load levels",
+    )
     run.add_argument("--requests", type=positive_int, default=8, help="requests per test case and endpoint")
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--seed", type=int, default=11111)
@@ -191,6 +213,9 @@ def command_run(args: argparse.Namespace) -> int:
     from .runner import Runner, RunPlan, new_run_id
     from .store import RunStore, open_store
 
+    if args.request_rate and args.engine == "llmperf":
+        print("specbench: --request-rate: the llmperf engine is closed-loop only (--concurrency); use --engine native", file=sys.stderr)
+        return EXIT_USAGE
     endpoints = tuple(args.endpoint or [parse_endpoint(text) for text in DEFAULT_ENDPOINTS])
     if len({e.name for e in endpoints}) != len(endpoints):
         print("specbench: --endpoint names must be unique", file=sys.stderr)
@@ -201,20 +226,23 @@ def command_run(args: argparse.Namespace) -> int:
     except ValueError as error:  # a bad --settings file, a bad --results
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
+    concurrencies = list(dict.fromkeys(args.concurrency or [4]))
+    load = LoadSpec(
+        model=args.model,
+        max_tokens=args.output_tokens,
+        concurrency=concurrencies[0],
+        requests=args.requests,
+        request_timeout_s=args.request_timeout,
+        temperature=args.temperature,
+        seed=args.seed,
+        api=args.api,
+        ignore_eos=args.ignore_eos,
+    )
     plan = RunPlan(
         endpoints=endpoints,
         suite=load_suite(args.suite).select(args.test_case),
-        load=LoadSpec(
-            model=args.model,
-            max_tokens=args.output_tokens,
-            concurrency=args.concurrency,
-            requests=args.requests,
-            request_timeout_s=args.request_timeout,
-            temperature=args.temperature,
-            seed=args.seed,
-            api=args.api,
-            ignore_eos=args.ignore_eos,
-        ),
+        load=load,
+        levels=load_levels(load, concurrencies if args.concurrency else [], list(dict.fromkeys(args.request_rate))),
         input_tokens=args.input_tokens,
         engine=args.engine,
         ready_timeout_s=args.ready_timeout,
@@ -253,6 +281,16 @@ def command_run(args: argparse.Namespace) -> int:
     report = publish_run(store, args.namespace, args.region)
     print(describe_publish(report, store.location))
     return code or (0 if report.ok else EXIT_UNPUBLISHED)
+
+
+def load_levels(load: LoadSpec, concurrencies: list[int], rates: list[float]) -> tuple[LoadSpec, ...]:
+    """The run's load levels: empty for the single level of one --concurrency and no --request-rate
+    (stored exactly as before), else every concurrency then every rate, each a copy of ``load``."""
+    from dataclasses import replace
+
+    if len(concurrencies) <= 1 and not rates:
+        return ()
+    return tuple(replace(load, concurrency=c) for c in concurrencies) + tuple(replace(load, request_rate=r) for r in rates)
 
 
 def stored_where(store) -> str:  # type: ignore[no-untyped-def]
