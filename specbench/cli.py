@@ -4,6 +4,7 @@
     python -m specbench run --endpoint qwen-vllm=http://127.0.0.1:8000 --endpoint qwen-sd-vllm=http://127.0.0.1:8001 --no-publish
     python -m specbench publish ./results/<run_id> --region us-east-2
     python -m specbench report <run_id>                     # ./report-<run_id>/report.html, report.md, charts
+    python -m specbench sweep-report --results ./results --sweep-id ID   # ./sweep-report-ID/sweep-report.md, charts
     python -m specbench suite [--suite my-suite.json]
     python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
 
@@ -114,6 +115,20 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     report.add_argument("--region", default=None)
 
+    sweep = commands.add_parser("sweep-report", help="a sweep's recommendation table, curves and load figures (Markdown, PNG, JSON)")
+    sweep.add_argument(
+        "--results", default="results", help="directory or s3://BUCKET/PREFIX/ holding sweeps/<sweep id>/ (default: ./results)"
+    )
+    sweep.add_argument("--sweep-id", required=True)
+    sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id>)")
+    sweep.add_argument("--metric", choices=("e2e", "tpot"), default="e2e", help="what the recommendation ranks by (default: end-to-end)")
+    sweep.add_argument("--slo-ttft-ms", type=positive_float, default=None, help="goodput: a request's TTFT limit")
+    sweep.add_argument("--slo-tpot-ms", type=positive_float, default=None, help="goodput: a request's time-per-output-token limit")
+    sweep.add_argument("--servers-per-node", type=positive_int, default=1, help="tokens/s per node = per server x this")
+    sweep.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
+    sweep.add_argument("--no-charts", action="store_true", help="Markdown and JSON only (no matplotlib)")
+    sweep.add_argument("--region", default=None)
+
     imported = commands.add_parser("import-llmperf", help="bring one llmperf results directory into a stored run")
     imported.add_argument("directory", help="llmperf's --results-dir of one service and test case")
     imported.add_argument("--variant", required=True, help="the service it measured, e.g. qwen-sd-vllm")
@@ -151,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_import(args)
         if args.command == "report":
             return command_report(args)
+        if args.command == "sweep-report":
+            return command_sweep_report(args)
         return command_suite(args)
     except SuiteError as error:
         print(f"specbench: {error}", file=sys.stderr)
@@ -295,6 +312,41 @@ def load_levels(load: LoadSpec, concurrencies: list[int], rates: list[float]) ->
 
 def stored_where(store) -> str:  # type: ignore[no-untyped-def]
     return f"what completed is stored in {store.location}" if store.written else f"nothing was stored in {store.location}"
+
+
+def command_sweep_report(args: argparse.Namespace) -> int:
+    import time
+
+    from .analysis.sweep import E2E, TPOT, Slo, analyze_sweep
+    from .outputs.sweep_report import load_sweep_points, write_report
+    from .store import open_store
+
+    try:
+        store = open_store(args.results, args.region)
+    except ValueError as error:
+        print(f"specbench: --results: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    points = load_sweep_points(store, args.sweep_id)
+    if not points:
+        print(
+            f"specbench: no sweep point stored under {store.location.rstrip('/')}/sweeps/{args.sweep_id}/ (--results, --sweep-id)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    started = time.perf_counter()
+    analysis = analyze_sweep(
+        points,
+        sweep_id=args.sweep_id,
+        metric=TPOT if args.metric == "tpot" else E2E,
+        slo=Slo(args.slo_ttft_ms, args.slo_tpot_ms),
+        resamples=args.resamples,
+        servers_per_node=args.servers_per_node,
+    )
+    out = Path(args.out or f"sweep-report-{args.sweep_id}")
+    written = write_report(analysis, out, charts=not args.no_charts)
+    print("\n".join(analysis.table))
+    print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
+    return 0
 
 
 def command_import(args: argparse.Namespace) -> int:

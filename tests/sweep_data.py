@@ -5,6 +5,7 @@ scripts/bench_sweep.py."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Sequence
@@ -83,3 +84,27 @@ def bench_truth(classes: int = 8, drafts: Sequence[str] = ("Qwen3-0.6B", "Qwen3-
         baseline_slowdown=0.02,
         speculative_slowdown=0.1,
     )
+
+
+def store_points(store, sweep_id: str, points: Sequence[Point]) -> None:  # type: ignore[no-untyped-def]
+    """Each point as ``specbench run --sweep-point`` stores it: ``sweeps/<id>/<point>/run.json`` with
+    its ``sweep`` object, records per test case, and /metrics acceptance figures (position 0 = a)."""
+    for point in points:
+        base = f"sweeps/{sweep_id}/{point.point_id}/"
+        v = point.variant
+        sweep = {
+            "sweep_id": sweep_id,
+            "point_id": point.point_id,
+            "wave": point.wave,
+            "variant": {"name": v.name, "draft_model": v.draft_model, "k": v.k, "method": v.method},
+            "load": {"kind": point.load.kind, "value": point.load.value},
+        }
+        cases = sorted({(r.test_case, r.prompt_class) for r in point.records})
+        run = {"status": "completed", "sweep": sweep, "plan": {"suite": {"test_cases": [{"name": c, "prompt_class": k} for c, k in cases]}}}
+        store.write_text(base + "run.json", json.dumps(run))
+        for case, prompt_class in cases:
+            lines = "".join(r.to_json() + "\n" for r in point.records if r.test_case == case)
+            store.write_text(f"{base}records/{case}.jsonl", lines)
+            if prompt_class in point.acceptance:
+                figures = {v.name: {"source": "counters", "per_position": [point.acceptance[prompt_class]]}}
+                store.write_text(f"{base}acceptance/{case}.json", json.dumps(figures))

@@ -144,7 +144,7 @@ class LoadPoint:
     requests: int
     errors: int
     tokens_per_s_per_user: float | None  # median of output tokens / end-to-end per request
-    tokens_per_s_per_node: float | None  # output tokens / busy seconds x servers per node
+    tokens_per_s_per_node: float | None  # output tokens / busy seconds x servers per node (mean over the points)
     ttft: stats.Distribution
     tpot: stats.Distribution
     goodput: float | None  # share of requests (failed ones count as missed) within the SLO
@@ -365,7 +365,7 @@ def analyze_sweep(
     slo = slo or Slo()
     context = _Context(resamples, confidence)
     loads = sorted({p.load for p in points})
-    classes = _unique(r.prompt_class for p in points for r in p.records)
+    classes = sorted({r.prompt_class for p in points for r in p.records})  # stable whatever order the points are read in
     notes: list[str] = []
     baselines = [p for p in points if p.variant.is_baseline]
     if not baselines:
@@ -427,10 +427,11 @@ def _analyze_class(
     load_points = []
     for load in loads:
         at_load = [p for p in points if p.load == load]
-        base_records = [r for p in at_load if p.variant.is_baseline for r in mine[p.point_id]]
         for name in _unique([BASELINE, best]):
-            chosen = base_records if name == BASELINE else [r for p in at_load if p.variant.name == name for r in mine[p.point_id]]
-            if chosen:
+            # Per point (the baseline has one in the first and one in the last wave): a node's
+            # throughput is measured over one point's busy time, never across the waves' gap.
+            chosen = [mine[p.point_id] for p in at_load if (p.variant.is_baseline if name == BASELINE else p.variant.name == name)]
+            if any(chosen):
                 speedup = None if name == BASELINE else speedups_at.get((name, load))
                 load_points.append(_load_point(name, load, chosen, slo, servers_per_node, speedup))
     crossovers = []
@@ -480,17 +481,19 @@ def _recommend(
 
 
 def _load_point(
-    name: str, load: Load, records: Sequence[RequestRecord], slo: Slo, servers_per_node: int, speedup: stats.Interval | None
+    name: str, load: Load, groups: Sequence[Sequence[RequestRecord]], slo: Slo, servers_per_node: int, speedup: stats.Interval | None
 ) -> LoadPoint:
+    records = [r for group in groups for r in group]
     good = [r for r in records if r.ok]
     per_user = stats.clean([r.output_throughput_tps for r in good])
+    per_node = [t for t in (node_throughput(group, servers_per_node) for group in groups) if t is not None]
     return LoadPoint(
         variant=name,
         load=load,
         requests=len(records),
         errors=len(records) - len(good),
         tokens_per_s_per_user=stats.median(per_user) if per_user else None,
-        tokens_per_s_per_node=node_throughput(records, servers_per_node),
+        tokens_per_s_per_node=math.fsum(per_node) / len(per_node) if per_node else None,
         ttft=stats.distribution([r.ttft_s for r in good]),
         tpot=stats.distribution([r.time_per_output_token_s for r in good]),
         goodput=goodput(records, slo),
