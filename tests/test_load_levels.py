@@ -56,6 +56,7 @@ def test_load_labels_and_the_closed_loop_snapshot_is_unchanged() -> None:
     assert opened.level == "r2p5" and opened.to_dict()["request_rate"] == 2.5
 
 
+@pytest.mark.timing
 def test_open_loop_sends_on_schedule_whatever_is_in_flight(servers) -> None:
     """At 40 requests/s with a concurrency of 1, requests overlap: the schedule, not the gate, sends them."""
     _, speculative = servers

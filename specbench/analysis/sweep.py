@@ -556,7 +556,7 @@ def points_from_run(
         v, lo = sweep.get("variant") or {}, sweep.get("load") or {}
         variant = Variant(str(v.get("name", BASELINE)), v.get("draft_model"), v.get("k"), v.get("method"))
         load = Load(str(lo.get("kind", CONCURRENCY)), float(lo.get("value", 1)))
-        a = _class_acceptance(acceptance, None, variant.k, class_of)
+        a = _class_acceptance(acceptance, None, variant.k, class_of, None)
         return [Point(str(sweep.get("point_id", "")), variant, load, int(sweep.get("wave", 0)), tuple(records), a, source)]
     # A run of the long-running services: every endpoint is a variant; its k from the deployment.
     deployment = plan.get("deployment") or {}
@@ -576,15 +576,16 @@ def points_from_run(
 
 
 def _class_acceptance(
-    acceptance: Mapping[str, Any], endpoint: str | None, k: int | None, class_of: Mapping[str, str], level: str = ""
+    acceptance: Mapping[str, Any], endpoint: str | None, k: int | None, class_of: Mapping[str, str], level: str | None = ""
 ) -> dict[str, float]:
     """Per class, the mean per-token acceptance a of its test cases (from /metrics figures, the
     fallback until per-request stream acceptance is available). ``acceptance`` is test case (with
-    ``@level`` in a multi-level run) -> endpoint -> figures; a sweep point has one endpoint."""
+    ``@level`` in a multi-level run) -> endpoint -> figures; a sweep point has one endpoint and one
+    load (``level`` None: whatever level its files name)."""
     per_class: dict[str, list[float]] = {}
     for key, by_endpoint in acceptance.items():
         case, _, key_level = key.partition("@")
-        if key_level != level or not isinstance(by_endpoint, dict):
+        if (level is not None and key_level != level) or not isinstance(by_endpoint, dict):
             continue
         figures = by_endpoint.get(endpoint) if endpoint else next(iter(by_endpoint.values()), None)
         estimate = theory.estimate_acceptance(figures, k)
