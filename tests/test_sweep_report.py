@@ -67,3 +67,24 @@ def test_dashboard_widgets_pass_put_dashboard_rules() -> None:
     # The biggest speedup draws the longest bar.
     best = max(analysis.classes[0].curves["c1"][0].points + analysis.classes[0].curves["c1"][1].points, key=lambda cp: cp.e2e.point)
     assert any(line.startswith(f"    c1 {best.variant}") and "#" * sweep_report.MAX_BAR in line for line in bars)
+
+
+def test_reading_a_sweep_from_s3_lists_once_and_gets_each_file_once() -> None:
+    import collections
+
+    import boto3
+    from moto import mock_aws
+
+    from specbench.store import S3Store
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-2")
+        s3.create_bucket(Bucket="sweep-bucket", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        store = S3Store("sweep-bucket", "results/", s3)
+        store_points(store, "s1", synthetic_points(TRUTH, requests=2))
+        files = len(store.keys("sweeps/s1/"))
+        calls: collections.Counter[str] = collections.Counter()
+        s3.meta.events.register("before-call.s3.*", lambda model, **_: calls.update([model.name]))
+        points = sweep_report.load_sweep_points(store, "s1")
+    assert len(points) == 2 * 2 + 2 * 2 * 2  # baseline at 2 loads x 2 waves, 2 drafts x 2 k x 2 loads
+    assert dict(calls) == {"ListObjectsV2": 1, "GetObject": files}
