@@ -30,7 +30,9 @@ UNIX = 3
 # own zip). Leaving them out keeps the manifest small (the kubectl provider's 256 KB payload limit),
 # and an edit to them does not rename (and so rerun) the deployed benchmark Job.
 RESULTS_MODULES = frozenset({"aggregate.py", "dashboard.py", "stats.py", "theory.py", "report.py", "report_charts.py"})
-LOCAL_ONLY = frozenset({"bundle.py", "emulator.py", "emulator_process.py"}) | RESULTS_MODULES
+# A sweep's analysis and report run on the laptop (specbench sweep-report), never in the Job.
+SWEEP_MODULES = frozenset({"analysis/sweep.py", "outputs/sweep_report.py"})
+LOCAL_ONLY = frozenset({"bundle.py", "emulator.py", "emulator_process.py"}) | RESULTS_MODULES | SWEEP_MODULES
 # The aggregation Lambda's handler, and the specbench modules it imports: standard library only (the
 # Lambda runtime adds boto3), so the Lambda needs no layer and no dependency install.
 LAMBDA_HANDLER_DIR = PACKAGE_DIR.parent / "lambdas" / "aggregate"
