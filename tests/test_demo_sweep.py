@@ -37,3 +37,17 @@ def test_the_demo_sweep_recovers_each_class_optimum(tmp_path) -> None:
         assert r.model_k is not None and abs(r.model_k - r.true_k) <= 1, r
         assert r.fitted_c == pytest.approx(demo.DRAFT_COST, abs=0.03), r
     assert (tmp_path / "sweep-report" / "sweep-report.md").read_text().startswith("# Sweep demo-sweep\n")
+
+
+def test_the_emulator_serves_another_k_and_draft_cost_for_sweeps(capsys) -> None:
+    from specbench.emulator import default_profiles, main_emulate, with_speculation
+
+    baseline, speculative = default_profiles(0.1).values()
+    changed = with_speculation(speculative, 12, 0.15)
+    assert (changed.num_speculative_tokens, changed.draft_cost_ratio) == (12, 0.15)
+    assert changed.step_s == pytest.approx(0.0045 * (1 + 12 * 0.15))
+    assert with_speculation(speculative, None, None) == speculative
+    assert with_speculation(baseline, 12, 0.15) == baseline  # the baseline never speculates
+    with pytest.raises(SystemExit):
+        main_emulate(["--speculative-k", "0"])
+    assert capsys.readouterr().err.endswith("emulate: error: --speculative-k must be an integer >= 1, got 0\n")
