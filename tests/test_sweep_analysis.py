@@ -206,3 +206,13 @@ def test_bench_sized_sweep_is_analysed() -> None:
     result = sweep.analyze_sweep(synthetic_points(bench_truth(classes=2), requests=4), resamples=20)
     assert len(result.table) == 2 * 3 and len(result.classes[0].curves["c4"]) == 2
     assert result.to_dict()["classes"][0]["prompt_class"] == "class-0"
+
+
+def test_a_load_without_a_baseline_is_no_crossover() -> None:
+    """The best variant measured at 8 in flight but the baseline not: no speedup there, so no verdict."""
+    points = [p for p in synthetic_points(TRUTH, requests=6) if not (p.variant.is_baseline and p.load == Load(CONCURRENCY, 8))]
+    result = sweep.analyze_sweep(points, metric=sweep.TPOT, resamples=100)
+    structured = next(c for c in result.classes if c.prompt_class == "structured")
+    (crossing,) = [c for c in structured.crossovers if c.kind == CONCURRENCY]
+    assert crossing.text == "pays at every measured load (up to 1 in flight)"
+    assert "c8" not in structured.recommendations

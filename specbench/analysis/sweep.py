@@ -438,7 +438,8 @@ def _analyze_class(
     crossovers = []
     if best != BASELINE:
         for kind in (CONCURRENCY, RATE):
-            pairs = [(lp.load.value, lp.speedup) for lp in load_points if lp.variant == best and lp.load.kind == kind]
+            # Only loads where the speedup was measured (a baseline at that load): a gap is not "stops paying".
+            pairs = [(lp.load.value, lp.speedup) for lp in load_points if lp.variant == best and lp.load.kind == kind and lp.speedup]
             if pairs:
                 crossovers.append(crossover(kind, pairs))
     drift = _drift(prompt_class, points, mine, loads, context, notes, drift_tolerance)
