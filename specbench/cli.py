@@ -119,8 +119,10 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--results", default="results", help="directory or s3://BUCKET/PREFIX/ holding sweeps/<sweep id>/ (default: ./results)"
     )
-    sweep.add_argument("--sweep-id", required=True)
-    sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id>)")
+    source = sweep.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sweep-id", help="the sweep: every point stored under <results>/sweeps/<sweep id>/")
+    source.add_argument("--run", help="instead: one multi-level run of the services (directory or s3://BUCKET/PREFIX/RUN_ID)")
+    sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id or run id>)")
     sweep.add_argument("--metric", choices=("e2e", "tpot"), default="e2e", help="what the recommendation ranks by (default: end-to-end)")
     sweep.add_argument("--slo-ttft-ms", type=positive_float, default=None, help="goodput: a request's TTFT limit")
     sweep.add_argument("--slo-tpot-ms", type=positive_float, default=None, help="goodput: a request's time-per-output-token limit")
@@ -317,32 +319,42 @@ def stored_where(store) -> str:  # type: ignore[no-untyped-def]
 def command_sweep_report(args: argparse.Namespace) -> int:
     import time
 
-    from .analysis.sweep import E2E, TPOT, Slo, analyze_sweep
-    from .outputs.sweep_report import load_sweep_points, write_report
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        from .analysis.sweep import E2E, TPOT, Slo, analyze_sweep, points_from_run
+        from .outputs.sweep_report import load_sweep_points, write_report
+    except ImportError:  # the Job's zip leaves the analysis out
+        print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
+        return EXIT_USAGE
+    from .runfiles import load_run
     from .store import open_store
 
     try:
-        store = open_store(args.results, args.region)
-    except ValueError as error:
-        print(f"specbench: --results: {error}", file=sys.stderr)
+        if args.run:
+            store = report_store(args.run, None, args.region)
+            files = load_run(store)
+            points, where, name = points_from_run(files.run, files.records, files.acceptance, store.location), store.location, store.run_id
+        else:
+            results = open_store(args.results, args.region)
+            points, name = load_sweep_points(results, args.sweep_id), args.sweep_id
+            where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
+    except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
+        print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
-    points = load_sweep_points(store, args.sweep_id)
     if not points:
-        print(
-            f"specbench: no sweep point stored under {store.location.rstrip('/')}/sweeps/{args.sweep_id}/ (--results, --sweep-id)",
-            file=sys.stderr,
-        )
+        print(f"specbench: no sweep point stored under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
         return EXIT_USAGE
     started = time.perf_counter()
     analysis = analyze_sweep(
         points,
-        sweep_id=args.sweep_id,
+        sweep_id=name,
         metric=TPOT if args.metric == "tpot" else E2E,
         slo=Slo(args.slo_ttft_ms, args.slo_tpot_ms),
         resamples=args.resamples,
         servers_per_node=args.servers_per_node,
     )
-    out = Path(args.out or f"sweep-report-{args.sweep_id}")
+    out = Path(args.out or f"sweep-report-{name}")
     written = write_report(analysis, out, charts=not args.no_charts)
     print("\n".join(analysis.table))
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")

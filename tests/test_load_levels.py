@@ -95,6 +95,27 @@ def test_a_run_at_several_levels_stores_each_case_at_each_level(servers, tmp_pat
     assert store.keys("llmperf/qwen-vllm/counting@r20/")
 
 
+def test_sweep_report_of_a_multi_level_run_separates_the_levels(servers, tmp_path, capsys) -> None:
+    settings = tmp_path / "settings.json"
+    variants = [{"name": "qwen-vllm"}, {"name": "qwen-sd-vllm", "draft_model": "Qwen/Qwen3-1.7B", "num_speculative_tokens": 7}]
+    settings.write_text(json.dumps({"variants": variants}))
+    args = run_args(*servers, tmp_path, "--test-case", "counting", "--run-id", "ml", "--no-publish", "--requests", "4")
+    assert cli.main([*args, "--settings", str(settings), "--concurrency", "1", "--concurrency", "2", "--request-rate", "20"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "report"
+    assert cli.main(["sweep-report", "--run", str(tmp_path / "ml"), "--out", str(out), "--resamples", "50", "--no-charts"]) == 0
+    table = capsys.readouterr().out.splitlines()[:3]
+    assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in table] == [
+        "structured prompts at 1 in flight",
+        "structured prompts at 2 in flight",
+        "structured prompts at 20 requests/s (Poisson)",
+    ]
+    analysis = json.loads((out / "sweep-analysis.json").read_text())
+    (curve,) = analysis["classes"][0]["curves"]["c1"]
+    # The emulator's counting prompt: a = 0.9, k = 7, c = 0.08 -> the model expects 3.65x per token.
+    assert curve["a"] == pytest.approx(0.9, abs=0.08) and curve["points"][0]["tpot"]["point"] == pytest.approx(3.65, rel=0.15)
+
+
 def test_a_single_level_run_stores_what_it_always_did(servers, tmp_path) -> None:
     args = run_args(*servers, tmp_path, "--test-case", "counting", "--run-id", "sl", "--no-publish", "--requests", "2")
     assert cli.main([*args, "--concurrency", "2"]) == 0

@@ -88,3 +88,14 @@ def test_reading_a_sweep_from_s3_lists_once_and_gets_each_file_once() -> None:
         points = sweep_report.load_sweep_points(store, "s1")
     assert len(points) == 2 * 2 + 2 * 2 * 2  # baseline at 2 loads x 2 waves, 2 drafts x 2 k x 2 loads
     assert dict(calls) == {"ListObjectsV2": 1, "GetObject": files}
+
+
+def test_sweep_report_of_a_run_without_records_and_without_a_source_are_one_line(tmp_path, capsys) -> None:
+    assert cli.main(["sweep-report", "--run", str(tmp_path / "nothing")]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == f"specbench: no sweep point stored under {tmp_path}/nothing (--run)\n"
+    try:
+        code = cli.main(["sweep-report"])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith("error: one of the arguments --sweep-id --run is required\n")
