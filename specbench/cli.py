@@ -129,6 +129,7 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--servers-per-node", type=positive_int, default=1, help="tokens/s per node = per server x this")
     sweep.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     sweep.add_argument("--no-charts", action="store_true", help="Markdown and JSON only (no matplotlib)")
+    sweep.add_argument("--dashboard", default="", help="also put the table and per-point bars as this CloudWatch dashboard (its own)")
     sweep.add_argument("--region", default=None)
 
     imported = commands.add_parser("import-llmperf", help="bring one llmperf results directory into a stored run")
@@ -358,6 +359,35 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     written = write_report(analysis, out, charts=not args.no_charts)
     print("\n".join(analysis.table))
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
+    return put_sweep_dashboard(args.dashboard, written["dashboard"], args.region) if args.dashboard else 0
+
+
+def put_sweep_dashboard(name: str, body_file: Path, region: str | None) -> int:
+    """PutDashboard of the sweep's widgets, as a dashboard of its own: PutDashboard replaces a whole
+    body, and the benchmark's dashboard is the aggregation Lambda's to rewrite."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from .dashboard import problems
+
+    body = read_json_file(str(body_file))
+    found = problems(name, body)
+    if found:
+        print(f"specbench: --dashboard {name}: {'; '.join(found)}", file=sys.stderr)
+        return EXIT_USAGE
+    problem = aws_problem(region)
+    if problem:
+        print(f"specbench: dashboard not put: {problem}; the widgets are in {body_file}", file=sys.stderr)
+        return EXIT_CRASHED
+    import json
+
+    import boto3
+
+    try:
+        boto3.client("cloudwatch", region_name=region).put_dashboard(DashboardName=name, DashboardBody=json.dumps(body))
+    except (BotoCoreError, ClientError) as error:
+        print(f"specbench: dashboard not put: {error}; the widgets are in {body_file}", file=sys.stderr)
+        return EXIT_CRASHED
+    print(f"dashboard {name}: {len(body['widgets'])} widgets")
     return 0
 
 

@@ -99,3 +99,20 @@ def test_sweep_report_of_a_run_without_records_and_without_a_source_are_one_line
         code = exit_.code
     assert code == cli.EXIT_USAGE
     assert capsys.readouterr().err.endswith("error: one of the arguments --sweep-id --run is required\n")
+
+
+def test_sweep_report_puts_its_own_dashboard(tmp_path, monkeypatch, capsys) -> None:
+    import boto3
+    from moto import mock_aws
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-2"}.items():
+        monkeypatch.setenv(key, value)
+    store_points(LocalStore(tmp_path / "results"), "s1", synthetic_points(TRUTH, requests=3))
+    base = ["sweep-report", "--results", str(tmp_path / "results"), "--sweep-id", "s1", "--out", str(tmp_path / "r"), "--no-charts"]
+    with mock_aws():
+        assert cli.main([*base, "--resamples", "20", "--dashboard", "SpecDecode-Sweep-s1", "--region", "us-east-2"]) == 0
+        put = boto3.client("cloudwatch", region_name="us-east-2").get_dashboard(DashboardName="SpecDecode-Sweep-s1")
+    assert json.loads(put["DashboardBody"]) == json.loads((tmp_path / "r" / "sweep-widgets.json").read_text())
+    assert capsys.readouterr().out.endswith("dashboard SpecDecode-Sweep-s1: 3 widgets\n")
+    assert cli.main([*base, "--resamples", "20", "--dashboard", "bad name!"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == "specbench: --dashboard bad name!: dashboard name 'bad name!': 1-255 of A-Z a-z 0-9 - _\n"
