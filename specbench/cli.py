@@ -357,7 +357,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     )
     out = Path(args.out or f"sweep-report-{name}")
     written = write_report(analysis, out, charts=not args.no_charts)
-    print("\n".join(analysis.table))
+    print("\n".join(analysis.summary))
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
     return put_sweep_dashboard(args.dashboard, written["dashboard"], args.region) if args.dashboard else 0
 

@@ -104,13 +104,18 @@ def test_sweep_report_of_a_multi_level_run_separates_the_levels(servers, tmp_pat
     capsys.readouterr()
     out = tmp_path / "report"
     assert cli.main(["sweep-report", "--run", str(tmp_path / "ml"), "--out", str(out), "--resamples", "50", "--no-charts"]) == 0
-    table = capsys.readouterr().out.splitlines()[:3]
-    assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in table] == [
+    summary = capsys.readouterr().out.splitlines()[:2]
+    assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in summary] == [
+        "structured prompts up to 2 in flight",
+        "structured prompts at 20 requests/s (Poisson)",
+    ]
+    assert summary[0].endswith("(at 2 in flight)")
+    analysis = json.loads((out / "sweep-analysis.json").read_text())
+    assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in analysis["table"]] == [
         "structured prompts at 1 in flight",
         "structured prompts at 2 in flight",
         "structured prompts at 20 requests/s (Poisson)",
     ]
-    analysis = json.loads((out / "sweep-analysis.json").read_text())
     (curve,) = analysis["classes"][0]["curves"]["c1"]
     # The emulator's counting prompt: a = 0.9, k = 7, c = 0.08 -> the model expects 3.65x per token.
     assert curve["a"] == pytest.approx(0.9, abs=0.08) and curve["points"][0]["tpot"]["point"] == pytest.approx(3.65, rel=0.15)

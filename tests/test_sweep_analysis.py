@@ -216,3 +216,31 @@ def test_a_load_without_a_baseline_is_no_crossover() -> None:
     (crossing,) = [c for c in structured.crossovers if c.kind == CONCURRENCY]
     assert crossing.text == "pays at every measured load (up to 1 in flight)"
     assert "c8" not in structured.recommendations
+
+
+def test_the_summary_merges_consecutive_loads_with_the_same_recommendation(analysis: sweep.SweepAnalysis) -> None:
+    structured = next(c for c in analysis.classes if c.prompt_class == "structured")
+    at_8 = structured.recommendations["c8"]
+    assert (structured.recommendations["c1"].variant, at_8.variant) == ("qwen3-1-7b-k8", "qwen3-1-7b-k8")
+    speedup = f"{at_8.speedup.point:.2f}x [{at_8.speedup.low:.2f}-{at_8.speedup.high:.2f}]"
+    assert analysis.summary == [
+        # Open-ended: k = 2 pays at 1 in flight, nothing does at 8; the rate is its own kind.
+        analysis.table[0].split("; model")[0].split(" (indistinguishable")[0],
+        "open-ended prompts at 8 in flight: no speculation (no variant is faster than the baseline)",
+        analysis.table[2].split("; model")[0].split(" (indistinguishable")[0],
+        f"structured prompts up to 8 in flight: Qwen3-1.7B, k = 8, {speedup} (at 8 in flight)",
+        analysis.table[5].split("; model")[0].split(" (indistinguishable")[0],
+    ]
+
+
+def test_the_summary_names_a_range_that_does_not_start_at_the_lowest_load() -> None:
+    def rec(variant: str) -> sweep.Recommendation:
+        return sweep.Recommendation(variant, None, None, stats.Interval(None), sweep.E2E, [], {}, "")
+
+    loads = [Load(CONCURRENCY, c) for c in (1, 2, 4, 8)]
+    cls = sweep.ClassAnalysis("c", {}, {"c1": rec("a"), "c2": rec("b"), "c4": rec("b"), "c8": rec("b")}, "a", [], [], [], [])
+    variants = {"a": sweep.Variant("a", "D", 3), "b": sweep.Variant("b", "D", 5)}
+    assert sweep.summary_lines(cls, loads, variants) == [
+        "c prompts at 1 in flight: D, k = 3",
+        "c prompts from 2 to 8 in flight: D, k = 5 (at 8 in flight)",
+    ]

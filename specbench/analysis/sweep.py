@@ -188,6 +188,7 @@ class SweepAnalysis:
     loads: list[Load]
     classes: list[ClassAnalysis]
     table: list[str]  # the recommendation table, one line a class and load
+    summary: list[str]  # the same, consecutive loads with the same recommendation merged ("up to 4 in flight")
     notes: list[str]
     metric: str
     confidence: float
@@ -375,7 +376,37 @@ def analyze_sweep(
     for prompt_class in classes:
         analyses.append(_analyze_class(prompt_class, points, loads, metric, slo, context, k_max, servers_per_node, notes, drift_tolerance))
     table = [rec.text for analysis in analyses for rec in analysis.recommendations.values()]
-    return SweepAnalysis(sweep_id, loads, analyses, table, notes, metric, confidence, resamples, servers_per_node)
+    summary = [line for analysis in analyses for line in summary_lines(analysis, loads, {p.variant.name: p.variant for p in points})]
+    return SweepAnalysis(sweep_id, loads, analyses, table, summary, notes, metric, confidence, resamples, servers_per_node)
+
+
+def summary_lines(cls: ClassAnalysis, loads: Sequence[Load], variants: Mapping[str, Variant]) -> list[str]:
+    """The table's headline form: per load kind, consecutive levels recommending the same variant
+    merge into one line, quoting the speedup at the highest of them (the least favourable):
+    ``structured prompts up to 4 in flight: Qwen3-1.7B, k = 9, 3.10x [2.90-3.30] (at 4 in flight)``."""
+    lines = []
+    for kind in (CONCURRENCY, RATE):
+        levels = sorted(load for load in loads if load.kind == kind and load.label in cls.recommendations)
+        runs: list[list[Load]] = []
+        for load in levels:
+            if runs and cls.recommendations[runs[-1][-1].label].variant == cls.recommendations[load.label].variant:
+                runs[-1].append(load)
+            else:
+                runs.append([load])
+        for run in runs:
+            first, last = run[0], run[-1]
+            unit = "in flight" if kind == CONCURRENCY else "requests/s"
+            if len(run) == 1:
+                where = f"at {last.describe()}"
+            elif first == levels[0]:
+                where = f"up to {format(last.value, 'g')} {unit}"
+            else:
+                where = f"from {format(first.value, 'g')} to {format(last.value, 'g')} {unit}"
+            rec = cls.recommendations[last.label]
+            variant = variants.get(rec.variant) if rec.variant != BASELINE else None
+            text = recommendation_text(cls.prompt_class, last, variant, rec.speedup, []).split(": ", 1)[1]
+            lines.append(f"{cls.prompt_class} prompts {where}: {text}" + (f" (at {last.describe()})" if len(run) > 1 else ""))
+    return lines
 
 
 def _analyze_class(

@@ -70,7 +70,9 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None) -
         "the model's optimum is the standard model's best k with the measured acceptance and the fitted draft cost.",
         "",
     ]
-    lines += [f"- {line}" for line in analysis.table] or ["- no data"]
+    lines += [f"- {line}" for line in analysis.summary] or ["- no data"]
+    lines += ["", "Per load, with the model's optimum and the points indistinguishable from the best:", ""]
+    lines += [f"- {line}" for line in analysis.table]
     for note in analysis.notes:
         lines.append(f"- NOTE: {note}")
     for cls in analysis.classes:
@@ -249,14 +251,14 @@ def dashboard_widgets(analysis: SweepAnalysis, y: int = 0) -> list[dict[str, Any
     points need no extra metric (and no CloudWatch call) to be shown; PutDashboard takes up to 500
     widgets (REFERENCE.md), a sweep adds 1 + one per class."""
     metric = "TPOT" if analysis.metric == TPOT else "end-to-end"
-    table = "\n".join(f"- {_md(line)}" for line in analysis.table) or "- no data"
+    table = "\n".join(f"- {_md(line)}" for line in analysis.summary) or "- no data"
     widgets = [
         {
             "type": "text",
             "x": 0,
             "y": y,
             "width": 24,
-            "height": 2 + len(analysis.table),
+            "height": 2 + len(analysis.summary),
             "properties": {"markdown": f"## Sweep {_md(analysis.sweep_id)}: recommendations ({metric} speedup)\n{table}"},
         }
     ]
