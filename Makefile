@@ -80,7 +80,7 @@ bench-sweep: dev-deps
 
 # Mutation score of the measurement math and the configuration rules, each module against its own
 # fast tests (scripts/mutation.toml: targets, minimum scores, equivalent mutants). Not in `make test`
-# or CI: minutes, at nice 19. One module: make mutation MODULES=specbench/stats.py
+# or CI: minutes, at nice 19. One module: make mutation MODULES=specbench/analysis/stats.py
 mutation: $(VENV)/.mutation
 	$(BIN)/python scripts/mutation.py $(MODULES)
 

@@ -20,7 +20,7 @@ from config import ConfigError, PlatformConfig, Problem, catalog, layout
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
-from specbench.suite import load_suite
+from specbench.prompts.suite import load_suite
 
 # The reference run's vLLM framework on Neuron (REFERENCE.md section 1).
 NEURON_FRAMEWORK = "neuronx-distributed-inference"

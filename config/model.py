@@ -156,7 +156,7 @@ class BenchmarkSettings:
     )
     suite_file: str = setting(
         "",
-        "JSON suite file (format as `specbench/suites/reference.json`), relative to where you run cdk; checked at synth. "
+        "JSON suite file (format as `specbench/prompts/suites/reference.json`), relative to where you run cdk; checked at synth. "
         "Empty = the built-in reference suite (8 test cases).",
     )
     input_tokens: int = setting(64, "Input tokens per request.")

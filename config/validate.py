@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 
 # Only the suite parser (standard library only): the CDK app's environment does not install the
 # benchmark's own requirements.
-from specbench.suite import SuiteError, load_suite
+from specbench.prompts.suite import SuiteError, load_suite
 
 from . import capacity, catalog, ec2, subnets
 from .errors import Problem, one_line_each
@@ -527,7 +527,7 @@ def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
     try:
         load_suite(path)
     except SuiteError as err:
-        yield Problem(key, path, str(err), "a JSON suite file as described in specbench/suite.py, or empty for the reference suite")
+        yield Problem(key, path, str(err), "a JSON suite file as described in specbench/prompts/suite.py, or empty for the reference suite")
 
 
 def addon_rules(c: PlatformConfig) -> Iterable[Problem]:

@@ -23,9 +23,11 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from lambdas.aggregate import handler  # noqa: E402
-from specbench import aggregate, dashboard, results, runfiles  # noqa: E402
+from specbench.analysis import aggregate  # noqa: E402
 from specbench.aws_retry import Retrier  # noqa: E402
-from specbench.store import RunStore, S3Store  # noqa: E402
+from specbench.outputs import dashboard, publish  # noqa: E402
+from specbench.results import runfiles  # noqa: E402
+from specbench.results.store import RunStore, S3Store  # noqa: E402
 from tests import runs  # noqa: E402
 
 REGION, BUCKET, NAMESPACE = "us-east-2", "specdecode-bench-data", "Qwen/LLMPerf"
@@ -70,7 +72,7 @@ def main() -> None:
         cloudwatch = AnsweringCloudWatch(boto3.client("cloudwatch", region_name=REGION))
         store = RunStore(S3Store(BUCKET, "results/", s3), "20261129T100000Z-bench0")
         runs.write_run(store, cases=CASES, requests=8)
-        results.publish_run(store, NAMESPACE, REGION, client=cloudwatch.client)
+        publish.publish_run(store, NAMESPACE, REGION, client=cloudwatch.client)
         timings, outcomes = [], []
         for attempt in range(4):
             retrier = Retrier()

@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specbench.emulator_process import free_ports  # noqa: E402
-from specbench.engines import Endpoint, LoadSpec, PreparedCase  # noqa: E402
-from specbench.engines.native import NativeEngine  # noqa: E402
-from specbench.suite import DEFAULT_SUITE  # noqa: E402
+from specbench.emulator.process import free_ports  # noqa: E402
+from specbench.load.native import NativeEngine  # noqa: E402
+from specbench.load.types import Endpoint, LoadSpec, PreparedCase  # noqa: E402
+from specbench.prompts.suite import DEFAULT_SUITE  # noqa: E402
 
 STEP_S = 0.020  # one content frame per step, as vLLM streams one chunk per engine step
 TTFT_S = 0.030
@@ -207,7 +207,7 @@ def main() -> None:
     parser.add_argument(
         "--engine",
         nargs="+",
-        default=["specbench.engines.native:NativeEngine"],
+        default=["specbench.load.native:NativeEngine"],
         help="module:Class of each engine; several run in turn, one run each per repeat, so a busy machine weighs on all alike",
     )
     parser.add_argument(

@@ -27,14 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specbench import cloudwatch  # noqa: E402
-from specbench.emulator_process import emulators_in_subprocess, fetch_truth  # noqa: E402
-from specbench.engines import Endpoint, LoadSpec  # noqa: E402
-from specbench.engines.native import NativeEngine  # noqa: E402
-from specbench.records import RequestRecord  # noqa: E402
+from specbench.emulator.process import emulators_in_subprocess, fetch_truth  # noqa: E402
+from specbench.load.native import NativeEngine  # noqa: E402
+from specbench.load.types import Endpoint, LoadSpec  # noqa: E402
+from specbench.outputs import cloudwatch  # noqa: E402
+from specbench.prompts.suite import DEFAULT_SUITE  # noqa: E402
+from specbench.results.records import RequestRecord  # noqa: E402
+from specbench.results.store import RunStore  # noqa: E402
 from specbench.runner import Runner, RunPlan  # noqa: E402
-from specbench.store import RunStore  # noqa: E402
-from specbench.suite import DEFAULT_SUITE  # noqa: E402
 
 
 class MemoryStore:

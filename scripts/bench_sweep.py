@@ -26,7 +26,7 @@ from moto import mock_aws  # noqa: E402
 
 from specbench.analysis.sweep import analyze_sweep  # noqa: E402
 from specbench.outputs import sweep_report  # noqa: E402
-from specbench.store import S3Store  # noqa: E402
+from specbench.results.store import S3Store  # noqa: E402
 from tests.sweep_data import bench_truth, store_points, synthetic_points  # noqa: E402
 
 REGION, BUCKET, SWEEP_ID = "us-east-2", "specdecode-bench-data", "bench-sweep"

@@ -35,14 +35,16 @@ from moto.server import ThreadedMotoServer  # noqa: E402
 from charts import benchmark_spec, serving_plan  # noqa: E402
 from config import PlatformConfig, layout, load_config  # noqa: E402
 from lambdas.aggregate import handler as aggregation  # noqa: E402
-from specbench import aggregate, cli, runfiles  # noqa: E402
+from specbench import cli  # noqa: E402
+from specbench.analysis import aggregate  # noqa: E402
 from specbench.aws_retry import Retrier  # noqa: E402
-from specbench.emulator_process import emulators_in_subprocess, free_ports  # noqa: E402
-from specbench.store import RunStore, S3Store  # noqa: E402
+from specbench.emulator.process import emulators_in_subprocess, free_ports  # noqa: E402
+from specbench.results import runfiles  # noqa: E402
+from specbench.results.store import RunStore, S3Store  # noqa: E402
 
 BUCKET = "specdecode-demo-data"
 REGION = "us-east-2"
-# The emulator's draft/target step cost ratio (specbench.emulator.default_profiles): the model's
+# The emulator's draft/target step cost ratio (specbench.emulator.server.default_profiles): the model's
 # expected speedups should then match what is measured, which the report shows.
 EMULATOR_DRAFT_COST_RATIO = 0.08
 
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = aggregate.summarize_run(
         files.run, files.records, files.acceptance, baseline=config.serving.baseline_service, draft_cost_ratio=EMULATOR_DRAFT_COST_RATIO
     )
-    from specbench.report import write_report
+    from specbench.outputs.report import write_report
 
     written = write_report(summary, out / "report")
     finished = time.perf_counter()

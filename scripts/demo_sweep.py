@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from specbench import cli  # noqa: E402
 from specbench.analysis.sweep import CONCURRENCY, RATE, Load, SweepAnalysis, Variant  # noqa: E402
-from specbench.emulator_process import _healthy, free_ports  # noqa: E402
-from specbench.theory import best_k  # noqa: E402
+from specbench.analysis.theory import best_k  # noqa: E402
+from specbench.emulator.process import _healthy, free_ports  # noqa: E402
 
 DRAFT_COST = 0.15
 DRAFT_MODEL = "Qwen/Qwen3-1.7B"  # a label: the emulator has no draft model

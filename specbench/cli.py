@@ -23,10 +23,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .engines import APIS, ENGINES, Endpoint, LoadSpec
-from .jsonfile import JsonFileError, read_json_file
-from .store import StoreError
-from .suite import SuiteError, load_suite
+from specbench.jsonfile import JsonFileError, read_json_file
+from specbench.load import APIS, ENGINES
+from specbench.load.types import Endpoint, LoadSpec
+from specbench.prompts.suite import SuiteError, load_suite
+from specbench.results.store import StoreError
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
 EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY, EXIT_SERVICE_FAILED = 1, 2, 3, 4, 5
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["emulate"]:
-            from .emulator import main_emulate
+            from specbench.emulator.server import main_emulate
 
             try:
                 return main_emulate(argv[1:])
@@ -228,10 +229,10 @@ def command_suite(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from .engines import make_engine
-    from .results import describe_publish, publish_run, summary_table
-    from .runner import Runner, RunPlan, new_run_id
-    from .store import RunStore, open_store
+    from specbench.load import make_engine
+    from specbench.outputs.publish import describe_publish, publish_run, summary_table
+    from specbench.results.store import RunStore, open_store
+    from specbench.runner import Runner, RunPlan, new_run_id
 
     if args.request_rate and args.engine == "llmperf":
         print("specbench: --request-rate: the llmperf engine is closed-loop only (--concurrency); use --engine native", file=sys.stderr)
@@ -323,13 +324,13 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        from .analysis.sweep import E2E, TPOT, Slo, analyze_sweep, points_from_run
-        from .outputs.sweep_report import load_sweep_points, write_report
+        from specbench.analysis.sweep import E2E, TPOT, Slo, analyze_sweep, points_from_run
+        from specbench.outputs.sweep_report import load_sweep_points, write_report
     except ImportError:  # the Job's zip leaves the analysis out
         print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    from .runfiles import load_run
-    from .store import open_store
+    from specbench.results.runfiles import load_run
+    from specbench.results.store import open_store
 
     try:
         if args.run:
@@ -367,7 +368,7 @@ def put_sweep_dashboard(name: str, body_file: Path, region: str | None) -> int:
     body, and the benchmark's dashboard is the aggregation Lambda's to rewrite."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from .dashboard import problems
+    from specbench.outputs.dashboard import problems
 
     body = read_json_file(str(body_file))
     found = problems(name, body)
@@ -392,8 +393,8 @@ def put_sweep_dashboard(name: str, body_file: Path, region: str | None) -> int:
 
 
 def command_import(args: argparse.Namespace) -> int:
-    from .importer import import_llmperf
-    from .store import RunStore, open_store
+    from specbench.results.importer import import_llmperf
+    from specbench.results.store import RunStore, open_store
 
     store = RunStore(open_store(args.results, args.region), args.run_id)
     try:
@@ -407,8 +408,8 @@ def command_import(args: argparse.Namespace) -> int:
 
 
 def command_publish(args: argparse.Namespace) -> int:
-    from .results import describe_publish, has_unpublished, publish_run
-    from .store import RunStore, open_store
+    from specbench.outputs.publish import describe_publish, has_unpublished, publish_run
+    from specbench.results.store import RunStore, open_store
 
     location, _, run_id = args.run.rstrip("/").rpartition("/")
     if not run_id:
@@ -434,7 +435,7 @@ def command_publish(args: argparse.Namespace) -> int:
 def report_store(run: str, results: str | None, region: str | None):  # type: ignore[no-untyped-def]
     """The RunStore of ``specbench report RUN``: RUN is a location ending in the run id (as for
     ``publish``), or a bare run id inside ``results``. Raises ValueError on a malformed location."""
-    from .store import RunStore, open_store
+    from specbench.results.store import RunStore, open_store
 
     text = run.rstrip("/")
     if not text:
@@ -453,11 +454,11 @@ def command_report(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        from .aggregate import summarize_run
+        from specbench.analysis.aggregate import summarize_run
     except ImportError:  # the Job's zip leaves the results' modules out
         print("specbench: this build has no report command; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    from .runfiles import load_run
+    from specbench.results.runfiles import load_run
 
     if not 0.0 < args.draft_cost_ratio < 1.0:
         print(f"specbench: --draft-cost-ratio must lie between 0 and 1 (exclusive), got {args.draft_cost_ratio}", file=sys.stderr)
@@ -489,7 +490,7 @@ def command_report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out = Path(args.out or f"report-{store.run_id}")
     try:
-        from .report import write_report
+        from specbench.outputs.report import write_report
 
         written = write_report(summary, out)
     except ImportError as error:  # matplotlib (or a library it needs) is not installed

@@ -22,13 +22,13 @@ from typing import Any
 
 import aiohttp
 
-from . import acceptance as acceptance_math
-from . import llmperf_format
-from .endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
-from .engines import Endpoint, Engine, LoadSpec, PreparedCase
-from .records import FIGURE_DEFINITIONS, INTERRUPTED, RequestRecord
-from .store import RunStore
-from .suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
+from specbench.analysis import acceptance as acceptance_math
+from specbench.load.endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
+from specbench.load.types import Endpoint, Engine, LoadSpec, PreparedCase
+from specbench.prompts.suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
+from specbench.results import llmperf_format
+from specbench.results.records import FIGURE_DEFINITIONS, INTERRUPTED, RequestRecord
+from specbench.results.store import RunStore
 
 Log = Callable[[str], None]
 

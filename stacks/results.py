@@ -27,8 +27,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import layout
-from specbench import dashboard
 from specbench.bundle import lambda_zip_bytes
+from specbench.outputs import dashboard
 
 from .nag import acknowledge, wildcard_finding
 

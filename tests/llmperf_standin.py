@@ -26,7 +26,7 @@ from typing import Any
 
 import requests
 
-from specbench.engines import llmperf_actor
+from specbench.load import llmperf_actor
 
 
 def llm_request(owner: Any, config: Any) -> tuple[dict[str, Any], str, Any]:

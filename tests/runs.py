@@ -8,8 +8,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.records import RequestRecord
-from specbench.store import RunStore
+from specbench.results.records import RequestRecord
+from specbench.results.store import RunStore
 
 BASELINE, SPECULATIVE = "qwen-vllm", "qwen-sd-vllm"
 TARGET_STEP_S = 0.045

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.analysis.sweep import BASELINE, CONCURRENCY, Load, Point, Variant
-from specbench.records import RequestRecord
-from specbench.theory import expected_speedup
+from specbench.analysis.theory import expected_speedup
+from specbench.results.records import RequestRecord
 
 TARGET_STEP_S = 0.02
 OUTPUT_TOKENS = 200

@@ -7,7 +7,7 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from specbench.acceptance import (
+from specbench.analysis.acceptance import (
     ACCEPTANCE_RATE_GAUGE,
     ACCEPTED_PER_POS,
     ACCEPTED_TOKENS,

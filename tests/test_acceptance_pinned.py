@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from specbench import acceptance as acc
-from specbench.acceptance import Acceptance, SpecDecodeSnapshot, acceptance_between, parse_spec_decode
+from specbench.analysis import acceptance as acc
+from specbench.analysis.acceptance import Acceptance, SpecDecodeSnapshot, acceptance_between, parse_spec_decode
 
 RESET_NOTE = "a counter went down between the reads (server restart): increases count from the restart, work before it is lost"
 GAUGE_NOTE = (

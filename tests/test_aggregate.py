@@ -1,4 +1,4 @@
-"""specbench.aggregate: a stored run summarized per test case and per prompt class, on synthetic records
+"""specbench.analysis.aggregate: a stored run summarized per test case and per prompt class, on synthetic records
 whose medians, speedups and pooled acceptance are computed by hand below."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from specbench import aggregate, runfiles, theory
-from specbench.acceptance import Acceptance
-from specbench.records import RequestRecord
-from specbench.store import LocalStore, RunStore
+from specbench.analysis import aggregate, theory
+from specbench.analysis.acceptance import Acceptance
+from specbench.results import runfiles
+from specbench.results.records import RequestRecord
+from specbench.results.store import LocalStore, RunStore
 
 RUN_ID = "20250101T000000Z-abc123"
 RESAMPLES = 200
@@ -149,7 +150,7 @@ def summary() -> aggregate.RunSummary:
 
 
 def model_speedup(a: float, k: int = K, c: float = 0.1) -> float:
-    """S = E / (k c + 1), E = 1 + a + ... + a^k: written out here, independent of specbench.theory."""
+    """S = E / (k c + 1), E = 1 + a + ... + a^k: written out here, independent of specbench.analysis.theory."""
     return sum(a**i for i in range(k + 1)) / (k * c + 1)
 
 

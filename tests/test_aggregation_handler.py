@@ -12,9 +12,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from lambdas.aggregate import handler
-from specbench import dashboard, results
 from specbench.aws_retry import Retrier
-from specbench.store import RunStore, S3Store
+from specbench.outputs import dashboard, publish
+from specbench.results.store import RunStore, S3Store
 from tests import runs
 
 REGION = "us-east-2"
@@ -61,7 +61,7 @@ def stored_run(s3, cloudwatch, run_id="20261129T100000Z-aaaaaa", **options) -> R
     store = run_store(s3, run_id)
     # 4 requests per test case and service: moto's ListMetrics compares every stored value with every other.
     runs.write_run(store, **{"requests": 4, **options})
-    report = results.publish_run(store, NAMESPACE, REGION, client=cloudwatch.moto)
+    report = publish.publish_run(store, NAMESPACE, REGION, client=cloudwatch.moto)
     assert report.ok
     return store
 

@@ -23,7 +23,7 @@ from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_sec
 from config import ConfigError, catalog, layout, load_config
 from conftest import BUCKET, ROOT, VARIANT_CONTEXT
 from specbench import bundle
-from specbench.suite import DEFAULT_SUITE
+from specbench.prompts.suite import DEFAULT_SUITE
 
 DEFAULT_FLAGS = [
     "--endpoint",
@@ -359,19 +359,63 @@ def test_bundle_is_byte_stable_and_sorted():
         names = [i.filename for i in infos]
         assert names == sorted(names) and names[0] == "__main__.py"
         assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
-        files = [*(ROOT / "specbench").rglob("*.py"), *(ROOT / "specbench").glob("suites/*.json")]
-        relative = [p.relative_to(ROOT / "specbench").as_posix() for p in files]
-        expected = sorted(f"specbench/{r}" for r in relative if "__pycache__" not in r and r not in bundle.LOCAL_ONLY)
-        assert names[1:] == expected
-        assert "specbench/emulator.py" not in names and "specbench/runner.py" in names  # local tools stay out
-        assert archive.read("specbench/suite.py") == (ROOT / "specbench" / "suite.py").read_bytes()
+        # What `specbench run`, `publish`, `import-llmperf` and `suite` import, and the built-in suites;
+        # not the local tools (`emulate`, `report`: the emulator, the report and its charts) nor the
+        # aggregation Lambda's modules.
+        assert names[1:] == [f"specbench/{name}" for name in JOB_FILES]
+        assert archive.read("specbench/prompts/suite.py") == (ROOT / "specbench" / "prompts" / "suite.py").read_bytes()
+
+
+JOB_FILES = (
+    "__init__.py",
+    "__main__.py",
+    "analysis/__init__.py",
+    "analysis/acceptance.py",
+    "aws_retry.py",
+    "cli.py",
+    "jsonfile.py",
+    "load/__init__.py",
+    "load/endpoints.py",
+    "load/llmperf_actor.py",
+    "load/llmperf_engine.py",
+    "load/native.py",
+    "load/types.py",
+    "outputs/__init__.py",
+    "outputs/cloudwatch.py",
+    "outputs/publish.py",
+    "prompts/__init__.py",
+    "prompts/suite.py",
+    "prompts/suites/reference.json",
+    "results/__init__.py",
+    "results/importer.py",
+    "results/llmperf_format.py",
+    "results/records.py",
+    "results/runfiles.py",
+    "results/store.py",
+    "runner.py",
+)
+
+
+def test_every_module_of_the_bundle_imports_from_the_zip(tmp_path):
+    """What the walk of the imports found is enough: each module loads from the zip (its lazy
+    imports are in the zip too: the walk follows them, tests/test_structure.py tests the walk)."""
+    target = tmp_path / "specbench.pyz"
+    target.write_bytes(bundle.zipapp_bytes())
+    modules = [n.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for n in bundle.sources() if n.endswith(".py")]
+    # llmperf_actor needs ray and llmperf (the llmperf engine's own environment); __main__ runs the CLI.
+    modules = [m for m in modules if not m.endswith(("llmperf_actor", "__main__"))]
+    code = f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
+    code += "assert all(m.__file__.startswith(sys.argv[1]) for n, m in sys.modules.items() if n.startswith('specbench') and getattr(m, '__file__', None)), 'not from the zip'"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(target)}
+    result = subprocess.run([sys.executable, "-c", code, str(target)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
 
 
 def test_bundle_imports_from_the_zip_alone(tmp_path):
     """The package works from the zip, away from the source tree (no cli needed for this)."""
     target = tmp_path / "specbench.pyz"
     target.write_bytes(bundle.zipapp_bytes())
-    code = "import specbench.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
+    code = "import specbench.prompts.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases))"
     result = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {code}"],
         cwd=tmp_path,
@@ -400,10 +444,10 @@ def test_bundle_runs_as_a_zip_application(tmp_path):
 
 
 def test_the_suite_module_needs_only_the_standard_library():
-    """config/ validates suite files with specbench.suite, and the CDK app's environment does not
+    """config/ validates suite files with specbench.prompts.suite, and the CDK app's environment does not
     install the benchmark's requirements (aiohttp, prometheus-client, tqdm)."""
     code = (
-        "import sys, specbench.suite, specbench.bundle; "
+        "import sys, specbench.prompts.suite, specbench.bundle; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiohttp', 'prometheus_client', 'tqdm', 'boto3', 'botocore'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -15,15 +15,16 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from specbench import cli, cloudwatch
-from specbench.emulator import EmulatorServer, default_profiles
-from specbench.emulator_process import emulators_in_subprocess, fetch_truth
-from specbench.engines import Endpoint, LoadSpec
-from specbench.engines.native import NativeEngine
-from specbench.records import INTERRUPTED, RequestRecord, read_jsonl
+from specbench import cli
+from specbench.emulator.process import emulators_in_subprocess, fetch_truth
+from specbench.emulator.server import EmulatorServer, default_profiles
+from specbench.load.native import NativeEngine
+from specbench.load.types import Endpoint, LoadSpec
+from specbench.outputs import cloudwatch
+from specbench.prompts.suite import DEFAULT_SUITE
+from specbench.results.records import INTERRUPTED, RequestRecord, read_jsonl
+from specbench.results.store import LocalStore, RunStore
 from specbench.runner import EngineFailed, Runner, RunPlan
-from specbench.store import LocalStore, RunStore
-from specbench.suite import DEFAULT_SUITE
 
 SCALE = 0.1  # 4.5 ms target steps: fast, still far above loopback latency
 TWO_CASES = ["--test-case", "counting", "--test-case", "shakespeare"]

@@ -18,9 +18,9 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from specbench import cloudwatch as cw
-from specbench.acceptance import Acceptance
-from specbench.records import RequestRecord
+from specbench.analysis.acceptance import Acceptance
+from specbench.outputs import cloudwatch as cw
+from specbench.results.records import RequestRecord
 
 UTC = timezone.utc  # noqa: UP017 - datetime.UTC is Python 3.11+; the code must run on 3.10
 NAMESPACE = "SpecBench/Test"

@@ -434,7 +434,7 @@ def test_missing_suite_file_names_the_field(tmp_path):
     missing = tmp_path / "nope.json"
     assert only_problem(benchmark__suite_file=str(missing)) == (
         f"benchmark.suite_file='{missing}': suite file {missing} does not exist; "
-        "allowed: a JSON suite file as described in specbench/suite.py, or empty for the reference suite"
+        "allowed: a JSON suite file as described in specbench/prompts/suite.py, or empty for the reference suite"
     )
 
 

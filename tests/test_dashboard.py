@@ -1,4 +1,4 @@
-"""The dashboard body: layout, content, and CloudWatch's rules (specbench.dashboard.problems)."""
+"""The dashboard body: layout, content, and CloudWatch's rules (specbench.outputs.dashboard.problems)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from specbench import aggregate, dashboard, runfiles
-from specbench.store import LocalStore, RunStore
+from specbench.analysis import aggregate
+from specbench.outputs import dashboard
+from specbench.results import runfiles
+from specbench.results.store import LocalStore, RunStore
 from tests import runs
 
 SETTINGS = dashboard.DashboardSettings(

@@ -40,7 +40,7 @@ def test_the_demo_sweep_recovers_each_class_optimum(tmp_path) -> None:
 
 
 def test_the_emulator_serves_another_k_and_draft_cost_for_sweeps(capsys) -> None:
-    from specbench.emulator import default_profiles, main_emulate, with_speculation
+    from specbench.emulator.server import default_profiles, main_emulate, with_speculation
 
     baseline, speculative = default_profiles(0.1).values()
     changed = with_speculation(speculative, 12, 0.15)

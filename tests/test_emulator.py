@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specbench import emulator as em
+from specbench.emulator import server as em
 
 MODEL = "Qwen/Qwen3-32B"
 FAST = dict(target_step_s=0.004, prefill_base_s=0.008, prefill_s_per_token=0.0001)

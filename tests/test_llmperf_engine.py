@@ -9,15 +9,15 @@ import statistics
 import pytest
 from llmperf_standin import StandInBackend
 
-from specbench.emulator import EmulatorProfile, EmulatorServer, default_profiles
-from specbench.emulator_process import emulators_in_subprocess, fetch_truth
-from specbench.engines import Endpoint, LoadSpec, PreparedCase
-from specbench.engines.llmperf_engine import LlmperfEngine, parse_lines, record_from_llmperf
-from specbench.engines.native import NativeEngine
-from specbench.records import CLIENT_ERROR, FIGURE_DEFINITIONS
+from specbench.emulator.process import emulators_in_subprocess, fetch_truth
+from specbench.emulator.server import EmulatorProfile, EmulatorServer, default_profiles
+from specbench.load.llmperf_engine import LlmperfEngine, parse_lines, record_from_llmperf
+from specbench.load.native import NativeEngine
+from specbench.load.types import Endpoint, LoadSpec, PreparedCase
+from specbench.prompts.suite import DEFAULT_SUITE
+from specbench.results.records import CLIENT_ERROR, FIGURE_DEFINITIONS
+from specbench.results.store import LocalStore, RunStore
 from specbench.runner import Runner, RunPlan
-from specbench.store import LocalStore, RunStore
-from specbench.suite import DEFAULT_SUITE
 
 MODEL = "Qwen/Qwen3-32B"
 PREPARED = PreparedCase(DEFAULT_SUITE.test_cases[0], "counting numbers from 1 " * 8, 48)
@@ -221,7 +221,7 @@ def test_the_two_engines_agree_on_the_same_servers():
 def test_content_tokens_are_counted_only_once_the_endpoints_requests_are_over(monkeypatch):
     """Counting calls the server's /tokenize; made while timed requests stream, those calls would
     share the server with them. Every /tokenize call must find no request in flight."""
-    from specbench import emulator
+    from specbench.emulator import server as emulator
 
     in_flight_at_tokenize: list[int] = []
     original = emulator.Emulator._tokenize
@@ -241,7 +241,7 @@ def test_content_tokens_are_counted_only_once_the_endpoints_requests_are_over(mo
 def test_requests_in_flight_when_the_run_stops_are_recorded_as_interrupted():
     """Cancelled (SIGTERM, Ctrl-C) with requests in flight: every finished request keeps its record
     and every request already sent gets an interrupted one; nothing sent is dropped."""
-    from specbench.records import INTERRUPTED
+    from specbench.results.records import INTERRUPTED
 
     profile = EmulatorProfile(
         target_step_s=0.004, prefill_base_s=0.01, prefill_s_per_token=0.0, stall_s=5.0, faults={4: "stall", 5: "stall"}

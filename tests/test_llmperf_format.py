@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from specbench import llmperf_format as fmt
-from specbench.records import RequestRecord
+from specbench.results import llmperf_format as fmt
+from specbench.results.records import RequestRecord
 
 
 def record(index, ttft=0.05, e2e=3.0, itl=0.04, tokens=100, error=None):
@@ -128,9 +128,9 @@ def test_llmperf_engine_records_write_llmperfs_own_figures_to_its_files():
 
 def test_import_brings_llmperf_directories_into_one_run_and_publish_reads_them(tmp_path, capsys):
     from specbench import cli
-    from specbench.records import read_jsonl
-    from specbench.results import load_records, run_datums
-    from specbench.store import LocalStore, RunStore
+    from specbench.outputs.publish import load_records, run_datums
+    from specbench.results.records import read_jsonl
+    from specbench.results.store import LocalStore, RunStore
 
     for variant in ("qwen-vllm", "qwen-sd-vllm"):
         folder = tmp_path / "llmperf" / variant

@@ -10,12 +10,12 @@ import statistics
 import pytest
 
 from specbench import cli
-from specbench.emulator import EmulatorServer, default_profiles
-from specbench.engines import Endpoint, LoadSpec, PreparedCase
-from specbench.engines.native import NativeEngine, arrival_offsets
-from specbench.records import RequestRecord, read_jsonl
-from specbench.store import LocalStore, RunStore
-from specbench.suite import DEFAULT_SUITE
+from specbench.emulator.server import EmulatorServer, default_profiles
+from specbench.load.native import NativeEngine, arrival_offsets
+from specbench.load.types import Endpoint, LoadSpec, PreparedCase
+from specbench.prompts.suite import DEFAULT_SUITE
+from specbench.results.records import RequestRecord, read_jsonl
+from specbench.results.store import LocalStore, RunStore
 
 SCALE = 0.1
 

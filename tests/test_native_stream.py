@@ -7,8 +7,7 @@ import json
 import aiohttp
 import pytest
 
-from specbench.engines import LoadSpec, PreparedCase
-from specbench.engines.native import (
+from specbench.load.native import (
     NativeEngine,
     RawStream,
     StreamError,
@@ -20,8 +19,9 @@ from specbench.engines.native import (
     parse_reads,
     request_body,
 )
-from specbench.records import CLIENT_ERROR, INTERRUPTED, RequestRecord, stream_metrics, time_per_output_token
-from specbench.suite import DEFAULT_SUITE
+from specbench.load.types import LoadSpec, PreparedCase
+from specbench.prompts.suite import DEFAULT_SUITE
+from specbench.results.records import CLIENT_ERROR, INTERRUPTED, RequestRecord, stream_metrics, time_per_output_token
 
 
 def line(event):

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from specbench import records
-from specbench.records import RequestRecord, read_jsonl, stream_metrics, time_per_output_token
+from specbench.results import records
+from specbench.results.records import RequestRecord, read_jsonl, stream_metrics, time_per_output_token
 
 IDENTITY = {
     "run_id": "r1",

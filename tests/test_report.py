@@ -16,11 +16,11 @@ from matplotlib import image
 from moto import mock_aws
 
 from specbench import cli
-from specbench.aggregate import COMPLETE, NO_DATA, PARTIAL, summarize_run
-from specbench.records import RequestRecord
-from specbench.report import chart_titles, format_interval, latency_table, speedup_table, write_report
-from specbench.stats import Interval
-from specbench.store import LocalStore, RunStore, open_store
+from specbench.analysis.aggregate import COMPLETE, NO_DATA, PARTIAL, summarize_run
+from specbench.analysis.stats import Interval
+from specbench.outputs.report import chart_titles, format_interval, latency_table, speedup_table, write_report
+from specbench.results.records import RequestRecord
+from specbench.results.store import LocalStore, RunStore, open_store
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RESAMPLES = 200
@@ -353,7 +353,7 @@ def test_cli_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch, ca
     base, spec, _ = PROFILE["json"]
     store_run(tmp_path, "run-1", make_run({"json": "structured"}), make_records("json", "qwen-vllm", base, requests=3), {})
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    monkeypatch.setitem(sys.modules, "specbench.report_charts", None)
+    monkeypatch.setitem(sys.modules, "specbench.outputs.report_charts", None)
     assert cli.main(["report", "run-1", "--results", str(tmp_path), "--out", str(tmp_path / "out"), "--resamples", "20"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install -r specbench/requirements-report.txt" in err

@@ -198,30 +198,69 @@ def _names(archive: bytes) -> list[str]:
     return zipfile.ZipFile(io.BytesIO(archive)).namelist()
 
 
-def test_lambda_zip_holds_the_handler_at_the_root_and_the_listed_modules():
+# What the handler imports, directly or not: the aggregation, its statistics and model, the
+# dashboard, the run's files and their store, the retry policy, and the packages that hold them.
+LAMBDA_MODULES = (
+    "__init__.py",
+    "analysis/__init__.py",
+    "analysis/aggregate.py",
+    "analysis/stats.py",
+    "analysis/theory.py",
+    "aws_retry.py",
+    "outputs/__init__.py",
+    "outputs/dashboard.py",
+    "results/__init__.py",
+    "results/records.py",
+    "results/runfiles.py",
+    "results/store.py",
+)
+
+
+def test_lambda_zip_holds_the_handler_at_the_root_and_what_it_imports():
     first, second = bundle.lambda_zip_bytes(), bundle.lambda_zip_bytes()
     assert first == second
     handlers = sorted(p.name for p in (ROOT / "lambdas" / "aggregate").glob("*.py") if p.name != "__init__.py")
     assert "handler.py" in handlers and "__init__.py" not in _names(first)
-    assert _names(first) == sorted(handlers + [f"specbench/{m}" for m in bundle.LAMBDA_MODULES])
+    assert _names(first) == sorted(handlers + [f"specbench/{m}" for m in LAMBDA_MODULES])
     for info in zipfile.ZipFile(io.BytesIO(first)).infolist():
         assert (info.date_time, info.external_attr >> 16) == (bundle.FIXED_TIME, 0o100644), info.filename
 
 
-def test_lambda_zip_leaves_out_caches_and_reports_a_missing_module(tmp_path):
+def _package(package_dir: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (package_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (package_dir / name).write_text(text)
+
+
+def test_lambda_zip_follows_imports_leaves_out_caches_and_reports_a_missing_module(tmp_path):
     handler_dir, package_dir = tmp_path / "aggregate", tmp_path / "specbench"
     (handler_dir / "__pycache__").mkdir(parents=True)
-    (handler_dir / "handler.py").write_text("def handler(event, context): ...\n")
+    (handler_dir / "handler.py").write_text("import json\nfrom specbench.analysis import aggregate\ndef handler(event, context): ...\n")
     (handler_dir / "__pycache__" / "handler.cpython-311.pyc").write_bytes(b"\0")
-    package_dir.mkdir()
-    for name in bundle.LAMBDA_MODULES:
-        (package_dir / name).write_text("")
-    (package_dir / "cli.py").write_text("")
-    assert _names(bundle.lambda_zip_bytes(handler_dir, package_dir)) == sorted(
-        ["handler.py"] + [f"specbench/{m}" for m in bundle.LAMBDA_MODULES]
+    _package(
+        package_dir,
+        {
+            "__init__.py": "",
+            "cli.py": "",  # imported by nothing the handler imports
+            "analysis/__init__.py": "",
+            "analysis/aggregate.py": "import boto3\nfrom . import theory\ndef run():\n    from specbench.results.store import S3Store\n",
+            "analysis/theory.py": "",
+            "analysis/__pycache__/theory.cpython-311.pyc": "",
+            "results/__init__.py": "",
+            "results/store.py": "S3Store = None\n",
+        },
     )
-    (package_dir / "theory.py").unlink()
-    with pytest.raises(FileNotFoundError, match="theory.py"):
+    assert _names(bundle.lambda_zip_bytes(handler_dir, package_dir)) == [
+        "handler.py",
+        "specbench/__init__.py",
+        "specbench/analysis/__init__.py",
+        "specbench/analysis/aggregate.py",
+        "specbench/analysis/theory.py",
+        "specbench/results/__init__.py",
+        "specbench/results/store.py",
+    ]
+    (package_dir / "analysis" / "theory.py").unlink()
+    with pytest.raises(FileNotFoundError, match=r"imports specbench\.analysis\.theory, which is neither a module nor a name"):
         bundle.lambda_zip_bytes(handler_dir, package_dir)
 
 
@@ -288,18 +327,25 @@ def test_lambda_modules_import_only_the_standard_library_boto3_and_each_other():
 
 
 def test_a_third_party_or_left_out_import_is_caught(tmp_path):
-    handler_dir, package_dir = tmp_path / "aggregate", tmp_path / "specbench"
-    handler_dir.mkdir()
-    package_dir.mkdir()
-    (handler_dir / "handler.py").write_text("import json\nfrom specbench import aggregate\nfrom specbench.cli import main\n")
-    for name in bundle.LAMBDA_MODULES:
-        (package_dir / name).write_text("from __future__ import annotations\nimport boto3\nfrom . import records\n")
-    (package_dir / "aggregate.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mypy_boto3_s3\n"
-        "def run():\n    import aiohttp\n    from .stats import bootstrap\n    from . import cli\n"
+    """The check reads a zip as it is: this one, built by hand, leaves out a module the code imports."""
+    package_dir = tmp_path / "specbench"
+    modules = ("__init__.py", "records.py", "stats.py", "aggregate.py")
+    _package(package_dir, {name: "from __future__ import annotations\nimport boto3\nfrom . import records\n" for name in modules})
+    _package(
+        package_dir,
+        {
+            "aggregate.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mypy_boto3_s3\n"
+            "def run():\n    import aiohttp\n    from .stats import bootstrap\n    from . import cli\n",
+            "cli.py": "",  # a module of the package, not in the zip
+        },
     )
-    (package_dir / "cli.py").write_text("")  # a module of the package, not in the zip
-    assert foreign_imports(bundle.lambda_zip_bytes(handler_dir, package_dir), package_dir) == [
+    entries = {"handler.py": "import json\nfrom specbench import aggregate\nfrom specbench.cli import main\n"}
+    entries.update({f"specbench/{name}": (package_dir / name).read_text() for name in modules})
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name, text in entries.items():
+            zipped.writestr(name, text)
+    assert foreign_imports(archive.getvalue(), package_dir) == [
         "handler.py: specbench.cli.main",
         "specbench/aggregate.py: aiohttp",
         "specbench/aggregate.py: specbench.cli",
@@ -314,14 +360,12 @@ def test_handler_dir_default_is_the_projects_lambda_source():
 def test_adding_a_third_party_import_to_the_real_aggregate_module_is_caught(tmp_path):
     handler_dir, package_dir = tmp_path / "aggregate", tmp_path / "specbench"
     handler_dir.mkdir()
-    package_dir.mkdir()
     for path in bundle.LAMBDA_HANDLER_DIR.glob("*.py"):
         (handler_dir / path.name).write_bytes(path.read_bytes())
-    for name in bundle.LAMBDA_MODULES:
-        (package_dir / name).write_bytes((bundle.PACKAGE_DIR / name).read_bytes())
-    with (package_dir / "aggregate.py").open("a") as module:
+    _package(package_dir, {name: (bundle.PACKAGE_DIR / name).read_text() for name in LAMBDA_MODULES})
+    with (package_dir / "analysis" / "aggregate.py").open("a") as module:
         module.write("\nimport aiohttp\n")
-    assert "specbench/aggregate.py: aiohttp" in foreign_imports(bundle.lambda_zip_bytes(handler_dir, package_dir), package_dir)
+    assert foreign_imports(bundle.lambda_zip_bytes(handler_dir, package_dir), package_dir) == ["specbench/analysis/aggregate.py: aiohttp"]
 
 
 def test_the_handler_reads_what_the_stack_sets_and_the_demo_sets_the_same(data):
@@ -347,7 +391,7 @@ def test_the_handler_reads_what_the_stack_sets_and_the_demo_sets_the_same(data):
 
 def test_the_dashboard_is_a_stack_resource_that_starts_with_no_data(data, variant_data):
     """cdk destroy deletes it; until the first refresh it says so, and it follows CloudWatch's rules."""
-    from specbench import dashboard
+    from specbench.outputs import dashboard
 
     for template, name in ((data, "SpecDecode-Benchmark"), (variant_data, "SpecDecode-Variant")):
         _, resource = only(template, "AWS::CloudWatch::Dashboard")

@@ -1,4 +1,4 @@
-"""specbench.stats (percentiles, bootstrap speedup intervals) and specbench.theory (the standard model of
+"""specbench.analysis.stats (percentiles, bootstrap speedup intervals) and specbench.analysis.theory (the standard model of
 speculative decoding): worked examples computed by hand, and properties checked with hypothesis."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from specbench import stats, theory
+from specbench.analysis import stats, theory
 
 # No example database (no .hypothesis folder in the work tree), no per-example deadline (the
 # bootstrap's timing varies with the machine), few examples: this module runs in a few seconds.

@@ -1,4 +1,4 @@
-"""specbench.stats: values pinned for fixed inputs and seeds, and the limits of its options tested at
+"""specbench.analysis.stats: values pinned for fixed inputs and seeds, and the limits of its options tested at
 the limit and one past. Quick and free of hypothesis, so `make mutation` runs them first; each one
 kills mutants that tests/test_stats.py's worked examples and properties let live."""
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from specbench import stats
+from specbench.analysis import stats
 
 BASELINE = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
 SPECULATIVE = [1.0, 1.1, 1.2, 1.6, 1.9]

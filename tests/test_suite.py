@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from specbench.suite import DEFAULT_SUITE, LLMPERF_PREAMBLE, OPEN_ENDED, STRUCTURED, SuiteError, fill_prompt, load_suite
+from specbench.prompts.suite import DEFAULT_SUITE, LLMPERF_PREAMBLE, OPEN_ENDED, STRUCTURED, SuiteError, fill_prompt, load_suite
 
 
 def words(text):
@@ -82,7 +82,7 @@ def test_prompts_fill_exactly_to_the_target_with_the_preamble(case):
 def test_the_reference_suite_is_a_data_file_read_by_the_same_parser():
     from pathlib import Path
 
-    assert load_suite(Path(__file__).parents[1] / "specbench" / "suites" / "reference.json") == DEFAULT_SUITE
+    assert load_suite(Path(__file__).parents[1] / "specbench" / "prompts" / "suites" / "reference.json") == DEFAULT_SUITE
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specbench import stats, theory
-from specbench.analysis import sweep
+from specbench.analysis import stats, sweep, theory
 from specbench.analysis.sweep import CONCURRENCY, RATE, Load, LoadPoint, Slo
-from specbench.records import RequestRecord
+from specbench.results.records import RequestRecord
 from tests.sweep_data import Truth, bench_truth, synthetic_points
 
 TRUTH = Truth(

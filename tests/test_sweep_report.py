@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from specbench import cli, dashboard
+from specbench import cli
 from specbench.analysis.sweep import CONCURRENCY, RATE, Load, analyze_sweep
-from specbench.outputs import sweep_report
-from specbench.store import LocalStore
+from specbench.outputs import dashboard, sweep_report
+from specbench.results.store import LocalStore
 from tests.sweep_data import Truth, store_points, synthetic_points
 
 TRUTH = Truth(
@@ -75,7 +75,7 @@ def test_reading_a_sweep_from_s3_lists_once_and_gets_each_file_once() -> None:
     import boto3
     from moto import mock_aws
 
-    from specbench.store import S3Store
+    from specbench.results.store import S3Store
 
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-2")

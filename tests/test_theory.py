@@ -1,4 +1,4 @@
-"""specbench.theory: error messages in full, limits at the limit and one past, ties, and whole
+"""specbench.analysis.theory: error messages in full, limits at the limit and one past, ties, and whole
 results, where tests/test_stats.py's worked examples and properties let a mutant live (found by
 `make mutation`). Free of hypothesis, so `make mutation` runs them first."""
 
@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from specbench import theory
+from specbench.analysis import theory
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from specbench import aggregate, dashboard, runfiles
+from specbench.analysis import aggregate
 from specbench.aws_retry import Retrier, error_code
-from specbench.store import RunStore, S3Store
+from specbench.outputs import dashboard
+from specbench.results import runfiles
+from specbench.results.store import RunStore, S3Store
 
 log = logging.getLogger()
 log.setLevel(logging.INFO)
@@ -219,7 +221,7 @@ def latest_run_id(s3: Any, bucket: str, prefix: str, retrier: Retrier) -> str:
 
 
 class _RetryingS3:
-    """The S3 calls specbench.store makes, through the Retrier (its paginator becomes explicit pages)."""
+    """The S3 calls specbench.results.store makes, through the Retrier (its paginator becomes explicit pages)."""
 
     def __init__(self, client: Any, retrier: Retrier) -> None:
         self.client, self.retrier = client, retrier

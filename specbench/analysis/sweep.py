@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specbench import stats, theory
-from specbench.records import RequestRecord
+from specbench.analysis import stats, theory
+from specbench.results.records import RequestRecord
 
 BASELINE = "baseline"
 CONCURRENCY, RATE = "concurrency", "rate"

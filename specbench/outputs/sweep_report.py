@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specbench import runfiles
+from specbench.analysis.stats import Interval, format_interval
 from specbench.analysis.sweep import METRIC_TITLES, TPOT, ClassAnalysis, Point, SweepAnalysis, points_from_run
-from specbench.stats import Interval, format_interval
+from specbench.results import runfiles
 
 SWEEPS_PREFIX = "sweeps/"
 MAX_BAR = 20  # characters of the longest per-point bar in the dashboard's text widgets
@@ -146,7 +146,7 @@ def write_charts(analysis: SweepAnalysis, out_dir: Path) -> dict[str, Path]:
     from matplotlib import style
     from matplotlib.figure import Figure
 
-    from specbench.report_charts import DPI, FIGSIZE, RC
+    from specbench.outputs.report_charts import DPI, FIGSIZE, RC
 
     written: dict[str, Path] = {}
     source = f"source: sweep {analysis.sweep_id}, {analysis.resamples} bootstrap resamples"
@@ -172,7 +172,7 @@ def _save(figure: Any, out_dir: Path, name: str) -> Path:
 
 
 def _speedup_axes(ax: Any, cls: ClassAnalysis, label: str, drafts: Sequence[Any], analysis: SweepAnalysis, source: str) -> None:
-    from specbench.theory import expected_speedup
+    from specbench.analysis.theory import expected_speedup
 
     for index, draft in enumerate(drafts):
         color = f"C{index}"

@@ -9,10 +9,10 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
-from . import cloudwatch
-from .records import RequestRecord
-from .runfiles import load_acceptance, load_records
-from .store import RunStore
+from specbench.outputs import cloudwatch
+from specbench.results.records import RequestRecord
+from specbench.results.runfiles import load_acceptance, load_records
+from specbench.results.store import RunStore
 
 
 def run_datums(records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:

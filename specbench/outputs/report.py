@@ -1,9 +1,9 @@
-"""A stored run's summary (specbench.aggregate.RunSummary) as a report a person reads: a
+"""A stored run's summary (specbench.analysis.aggregate.RunSummary) as a report a person reads: a
 self-contained ``report.html`` (charts embedded, no external resources), the same in
 ``report.md`` next to the chart PNGs, written by ``specbench report``.
 
 The tables are pure functions of the summary (``speedup_table``, ``latency_table``,
-``deployment_table``, ``load_table``); the charts (specbench.report_charts) need matplotlib, which
+``deployment_table``, ``load_table``); the charts (specbench.outputs.report_charts) need matplotlib, which
 is imported only when charts are drawn (``pip install -r specbench/requirements-report.txt``).
 """
 
@@ -16,21 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary
-from .stats import format_interval
-
-# metric name -> (short label, file-name slug, unit, scale from seconds)
-METRIC_DISPLAY: dict[str, tuple[str, str, str, float]] = {
-    "EndToEndLatency": ("End-to-end", "end-to-end", "s", 1.0),
-    "InterTokenLatency": ("Inter-token", "inter-token", "ms", 1000.0),
-    "TTFT": ("TTFT", "ttft", "ms", 1000.0),
-    "TimePerOutputToken": ("TPOT", "tpot", "ms", 1000.0),
-}
-ACCEPTANCE_CHART, SPEEDUP_CHART = "acceptance", "speedup"
-
-
-def latency_chart_name(metric: str) -> str:
-    return f"latency-{METRIC_DISPLAY[metric][1]}"
+from specbench.analysis.aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary
+from specbench.analysis.stats import format_interval
+from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, latency_chart_name
 
 
 def chart_titles() -> dict[str, str]:
@@ -320,7 +308,7 @@ def write_report(summary: RunSummary, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     charts: dict[str, Path] = {}
     if summary.completeness != NO_DATA:
-        from .report_charts import write_charts  # matplotlib: only when there is something to draw
+        from specbench.outputs.report_charts import write_charts  # matplotlib: only when there is something to draw
 
         charts = write_charts(summary, out_dir)
     written = {"html": out_dir / "report.html", "markdown": out_dir / "report.md"}

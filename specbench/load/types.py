@@ -1,9 +1,5 @@
-"""Engines drive one test case's traffic at one endpoint and return a RequestRecord per request.
-
-Both engines take the same prepared prompt and load, so the traffic is identical whichever runs:
-``native`` (this package's asyncio streaming client) and ``llmperf`` (ray-project/llmperf's own
-client through its library API; Python 3.10 with llmperf installed, see requirements-llmperf.txt).
-"""
+"""The types the load stage shares: an endpoint, the load, a prepared test case, and the Engine
+protocol every engine follows (specbench.load names the engines and makes one)."""
 
 from __future__ import annotations
 
@@ -11,11 +7,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from ..records import RequestRecord
-from ..suite import TestCase
-
-APIS = ("chat", "completions")
-ENGINES = ("native", "llmperf")
+from specbench.prompts.suite import TestCase
+from specbench.results.records import RequestRecord
 
 
 @dataclass(frozen=True)
@@ -83,15 +76,3 @@ class Engine(Protocol):
     ) -> list[RequestRecord]:
         """Send ``load.requests`` requests, ``load.concurrency`` at a time; never raise for a failed request."""
         ...
-
-
-def make_engine(name: str) -> Engine:
-    if name == "native":
-        from .native import NativeEngine
-
-        return NativeEngine()
-    if name == "llmperf":
-        from .llmperf_engine import LlmperfEngine
-
-        return LlmperfEngine()
-    raise ValueError(f"engine {name!r} is not known; allowed: {', '.join(ENGINES)}")

@@ -20,9 +20,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from .aggregate import LATENCY_METRICS, MODEL_METRIC, NO_DATA, Comparison, Group, RunSummary  # noqa: E402
-from .report import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, latency_chart_name  # noqa: E402
-from .stats import Interval  # noqa: E402
+from specbench.analysis.aggregate import LATENCY_METRICS, MODEL_METRIC, NO_DATA, Comparison, Group, RunSummary  # noqa: E402
+from specbench.analysis.stats import Interval  # noqa: E402
+from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, latency_chart_name  # noqa: E402
 
 FIGSIZE, DPI = (11.0, 5.0), 100  # 1100 x 500 pixels
 # Names and labels come from data: never read "$...$" in them as mathtext.

@@ -76,7 +76,7 @@ class AcceptanceEstimate:
 
 
 def estimate_acceptance(figures: Mapping[str, Any] | None, k: int | None) -> AcceptanceEstimate:
-    """Estimate a from an endpoint's acceptance figures (specbench.acceptance.Acceptance.to_dict())."""
+    """Estimate a from an endpoint's acceptance figures (specbench.analysis.acceptance.Acceptance.to_dict())."""
     if not figures:
         return AcceptanceEstimate(None, "missing")
     per_position = figures.get("per_position")

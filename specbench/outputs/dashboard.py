@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import aggregate
-from .aggregate import RunSummary
-from .stats import format_interval
+from specbench.analysis import aggregate
+from specbench.analysis.aggregate import RunSummary
+from specbench.analysis.stats import format_interval
 
 GRID_WIDTH = 24
 MAX_WIDGETS = 500

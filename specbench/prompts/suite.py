@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .jsonfile import JsonFileError, read_json_file
+from specbench.jsonfile import JsonFileError, read_json_file
 
 STRUCTURED = "structured"
 OPEN_ENDED = "open-ended"
@@ -92,11 +92,11 @@ def parse_suite(data: Any, source: str = "suite") -> Suite:
 
 
 def builtin_suite(name: str) -> Suite:
-    """A suite shipped in specbench/suites/ (read through the package loader: works from the zip too)."""
-    data = pkgutil.get_data(__package__ or "specbench", f"suites/{name}.json")
+    """A suite shipped in specbench/prompts/suites/ (read through the package loader: works from the zip too)."""
+    data = pkgutil.get_data(__package__ or "specbench.prompts", f"suites/{name}.json")
     if data is None:
         raise SuiteError(f"built-in suite {name!r} not found")
-    return parse_suite(json.loads(data), f"specbench/suites/{name}.json")
+    return parse_suite(json.loads(data), f"specbench/prompts/suites/{name}.json")
 
 
 # The reference run's eight test cases (../shared/REFERENCE.md section 2), each tagged by class;

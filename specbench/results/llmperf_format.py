@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import CLIENT_ERROR, COUNT_FROM_LLAMA2, RequestRecord, time_per_output_token
+from specbench.results.records import CLIENT_ERROR, COUNT_FROM_LLAMA2, RequestRecord, time_per_output_token
 
 RESULTS_VERSION = "2023-08-31"  # llmperf's own results version string
 QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)

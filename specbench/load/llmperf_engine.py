@@ -34,9 +34,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from ..endpoints import count_tokens_async
-from ..records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, INTERRUPTED, RequestRecord, stream_metrics
-from . import Endpoint, LoadSpec, OnRecord, PreparedCase
+from specbench.load.endpoints import count_tokens_async
+from specbench.load.types import Endpoint, LoadSpec, OnRecord, PreparedCase
+from specbench.results.records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, INTERRUPTED, RequestRecord, stream_metrics
 
 LLAMA2_TOKENIZER = "hf-internal-testing/llama-tokenizer"  # what llmperf counts with (token_benchmark_ray.py)
 API_KEY = "specbench"  # llmperf's client insists on a non-empty OPENAI_API_KEY
@@ -179,7 +179,7 @@ class RayBackend:
         from llmperf.requests_launcher import RequestsLauncher
         from transformers import LlamaTokenizerFast
 
-        from . import llmperf_actor
+        from specbench.load import llmperf_actor
 
         self._request_config, self._launcher = RequestConfig, RequestsLauncher
         # The actor's module travels by value: Ray's workers need llmperf, not specbench, on their path.

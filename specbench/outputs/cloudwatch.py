@@ -38,9 +38,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.serialize import create_serializer
 
-from specbench.acceptance import Acceptance
+from specbench.analysis.acceptance import Acceptance
 from specbench.aws_retry import RETRYABLE_CODES, backoff_delay, error_code, is_retryable  # noqa: F401 - RETRYABLE_CODES re-exported
-from specbench.records import RequestRecord
+from specbench.results.records import RequestRecord
 
 log = logging.getLogger(__name__)
 

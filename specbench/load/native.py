@@ -28,9 +28,9 @@ from typing import Any
 
 import aiohttp
 
-from ..endpoints import count_tokens_async
-from ..records import CLIENT_ERROR, COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, INTERRUPTED, RequestRecord, stream_metrics
-from . import Endpoint, LoadSpec, OnRecord, PreparedCase
+from specbench.load.endpoints import count_tokens_async
+from specbench.load.types import Endpoint, LoadSpec, OnRecord, PreparedCase
+from specbench.results.records import CLIENT_ERROR, COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, INTERRUPTED, RequestRecord, stream_metrics
 
 
 class StreamError(Exception):

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import stats, theory
-from .records import RequestRecord
+from specbench.analysis import stats, theory
+from specbench.results.records import RequestRecord
 
 
 @dataclass(frozen=True)
 class LatencyMetric:
-    name: str  # the CloudWatch metric name (specbench.cloudwatch.METRICS)
+    name: str  # the CloudWatch metric name (specbench.outputs.cloudwatch.METRICS)
     attribute: str  # the RequestRecord field
     title: str
 

@@ -40,7 +40,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from specbench.records import time_per_output_token
+from specbench.results.records import time_per_output_token
 
 CLOCK = time.perf_counter
 FAULT_KINDS = ("http_500", "drop_mid_stream", "stall", "malformed_sse", "empty_completion")

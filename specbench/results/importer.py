@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .llmperf_format import LlmperfFormatError, parse_individual_responses, parse_summary, records_from_rows
-from .records import read_jsonl
-from .store import RunStore
-from .suite import DEFAULT_SUITE, NAME_PATTERN, PROMPT_CLASSES
+from specbench.results.llmperf_format import LlmperfFormatError, parse_individual_responses, parse_summary, records_from_rows
+from specbench.results.records import read_jsonl
+from specbench.results.store import RunStore
+from specbench.prompts.suite import DEFAULT_SUITE, NAME_PATTERN, PROMPT_CLASSES
 
 INDIVIDUAL = "_individual_responses.json"
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from .engines import Endpoint
+from specbench.load.types import Endpoint
 
 
 class NotReadyError(RuntimeError):

@@ -1,4 +1,4 @@
-"""A stored run's files read back (``<results>/<run_id>/`` through a specbench.store.RunStore):
+"""A stored run's files read back (``<results>/<run_id>/`` through a specbench.results.store.RunStore):
 run.json, every record and every acceptance figure. Standard library only: the benchmark Job, the
 aggregation Lambda and the report all read runs this way.
 """
@@ -9,11 +9,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .records import RequestRecord, read_jsonl
+from specbench.results.records import RequestRecord, read_jsonl
 
 
 class RunFiles:
-    """What ``summarize_run`` reads from a run folder (a specbench.store.RunStore), and the folder's keys."""
+    """What ``summarize_run`` reads from a run folder (a specbench.results.store.RunStore), and the folder's keys."""
 
     def __init__(
         self, run: dict[str, Any], records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]], keys: list[str]

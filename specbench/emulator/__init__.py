@@ -1,0 +1,2 @@
+"""The emulator: emulated baseline and speculative vLLM endpoints, a test and demo tool (never in
+the benchmark Job)."""

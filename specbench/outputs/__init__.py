@@ -1,0 +1,1 @@
+"""Outputs: what a run is published as: CloudWatch metrics, the dashboard and the report."""
