@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist clean
+.PHONY: synth test demo demo-sweep bench-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -24,6 +24,11 @@ test: dev-deps
 # The product's output offline, no AWS account: emulated services + moto, benchmark, dashboard, report.
 demo: dev-deps
 	$(BIN)/python scripts/demo.py --out demo-output
+
+# A small sweep (baseline + 5 values of k x 2 loads) against emulators with a known optimum k per
+# class; prints the recovered optima beside the truth and writes the sweep report.
+demo-sweep: dev-deps
+	$(BIN)/python scripts/demo_sweep.py --out demo-sweep-output
 
 deps: $(VENV)/.runtime node_modules/.installed
 dev-deps: deps $(VENV)/.dev
@@ -70,6 +75,9 @@ bench-chunk-lag: dev-deps
 bench-aggregation: dev-deps
 	$(BIN)/python scripts/bench_aggregation.py
 
+bench-sweep: dev-deps
+	$(BIN)/python scripts/bench_sweep.py
+
 # Mutation score of the measurement math and the configuration rules, each module against its own
 # fast tests (scripts/mutation.toml: targets, minimum scores, equivalent mutants). Not in `make test`
 # or CI: minutes, at nice 19. One module: make mutation MODULES=specbench/analysis/stats.py
@@ -81,4 +89,4 @@ $(VENV)/.mutation: requirements-mutation.txt $(VENV)/.dev
 	touch $@
 
 clean:
-	rm -rf cdk.out .pytest_cache demo-output
+	rm -rf cdk.out .pytest_cache demo-output demo-sweep-output

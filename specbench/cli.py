@@ -4,6 +4,7 @@
     python -m specbench run --endpoint qwen-vllm=http://127.0.0.1:8000 --endpoint qwen-sd-vllm=http://127.0.0.1:8001 --no-publish
     python -m specbench publish ./results/<run_id> --region us-east-2
     python -m specbench report <run_id>                     # ./report-<run_id>/report.html, report.md, charts
+    python -m specbench sweep-report --results ./results --sweep-id ID   # ./sweep-report-ID/sweep-report.md, charts
     python -m specbench suite [--suite my-suite.json]
     python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
     python -m specbench plan -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5 -c neuron_nodes.desired_size=2   # a checkout only
@@ -49,6 +50,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a number > 0")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="specbench", description="Measure speculative decoding against a baseline, per prompt type.")
     commands = root.add_subparsers(dest="command", required=True)
@@ -77,7 +88,19 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--test-case", action="append", default=[], help="run only this test case; repeat")
     run.add_argument("--input-tokens", type=positive_int, default=64)
     run.add_argument("--output-tokens", type=positive_int, default=600, help="max_tokens of every request")
-    run.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight per endpoint")
+    run.add_argument(
+        "--concurrency",
+        type=positive_int,
+        action="append",
+        help="requests in flight per endpoint (closed loop); repeat for several load levels (default: 4)",
+    )
+    run.add_argument(
+        "--request-rate",
+        type=positive_float,
+        action="append",
+        default=[],
+        help="requests/s per endpoint, Poisson arrivals (open loop, native engine); repeat for several load levels",
+    )
     run.add_argument("--requests", type=positive_int, default=8, help="requests per test case and endpoint")
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--seed", type=int, default=11111)
@@ -112,6 +135,23 @@ def parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     report.add_argument("--region", default=None)
+
+    sweep = commands.add_parser("sweep-report", help="a sweep's recommendation table, curves and load figures (Markdown, PNG, JSON)")
+    sweep.add_argument(
+        "--results", default="results", help="directory or s3://BUCKET/PREFIX/ holding sweeps/<sweep id>/ (default: ./results)"
+    )
+    source = sweep.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sweep-id", help="the sweep: every point stored under <results>/sweeps/<sweep id>/")
+    source.add_argument("--run", help="instead: one multi-level run of the services (directory or s3://BUCKET/PREFIX/RUN_ID)")
+    sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id or run id>)")
+    sweep.add_argument("--metric", choices=("e2e", "tpot"), default="e2e", help="what the recommendation ranks by (default: end-to-end)")
+    sweep.add_argument("--slo-ttft-ms", type=positive_float, default=None, help="goodput: a request's TTFT limit")
+    sweep.add_argument("--slo-tpot-ms", type=positive_float, default=None, help="goodput: a request's time-per-output-token limit")
+    sweep.add_argument("--servers-per-node", type=positive_int, default=1, help="tokens/s per node = per server x this")
+    sweep.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
+    sweep.add_argument("--no-charts", action="store_true", help="Markdown and JSON only (no matplotlib)")
+    sweep.add_argument("--dashboard", default="", help="also put the table and per-point bars as this CloudWatch dashboard (its own)")
+    sweep.add_argument("--region", default=None)
 
     imported = commands.add_parser("import-llmperf", help="bring one llmperf results directory into a stored run")
     imported.add_argument("directory", help="llmperf's --results-dir of one service and test case")
@@ -158,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_report(args)
         if args.command == "plan":
             return command_plan(args)
+        if args.command == "sweep-report":
+            return command_sweep_report(args)
         return command_suite(args)
     except (SuiteError, DatasetError) as error:
         print(f"specbench: {error}", file=sys.stderr)
@@ -239,6 +281,9 @@ def command_run(args: argparse.Namespace) -> int:
     from specbench.results.store import RunStore, open_store
     from specbench.runner import Runner, RunPlan, new_run_id
 
+    if args.request_rate and args.engine == "llmperf":
+        print("specbench: --request-rate: the llmperf engine is closed-loop only (--concurrency); use --engine native", file=sys.stderr)
+        return EXIT_USAGE
     endpoints = tuple(args.endpoint or [parse_endpoint(text) for text in DEFAULT_ENDPOINTS])
     if len({e.name for e in endpoints}) != len(endpoints):
         print("specbench: --endpoint names must be unique", file=sys.stderr)
@@ -253,21 +298,24 @@ def command_run(args: argparse.Namespace) -> int:
     except ValueError as error:  # a bad --settings file, a bad --results
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
+    concurrencies = list(dict.fromkeys(args.concurrency or [4]))
+    load = LoadSpec(
+        model=args.model,
+        max_tokens=args.output_tokens,
+        concurrency=concurrencies[0],
+        requests=args.requests,
+        request_timeout_s=args.request_timeout,
+        temperature=args.temperature,
+        seed=args.seed,
+        api=args.api,
+        ignore_eos=args.ignore_eos,
+        enable_thinking=args.thinking == "on",
+    )
     plan = RunPlan(
         endpoints=endpoints,
         suite=dataset_suite(load_suite(args.suite).select(args.test_case), args),
-        load=LoadSpec(
-            model=args.model,
-            max_tokens=args.output_tokens,
-            concurrency=args.concurrency,
-            requests=args.requests,
-            request_timeout_s=args.request_timeout,
-            temperature=args.temperature,
-            seed=args.seed,
-            api=args.api,
-            ignore_eos=args.ignore_eos,
-            enable_thinking=args.thinking == "on",
-        ),
+        load=load,
+        levels=load_levels(load, concurrencies if args.concurrency else [], list(dict.fromkeys(args.request_rate))),
         input_tokens=args.input_tokens,
         engine=args.engine,
         ready_timeout_s=args.ready_timeout,
@@ -309,8 +357,92 @@ def command_run(args: argparse.Namespace) -> int:
     return code or (0 if report.ok else EXIT_UNPUBLISHED)
 
 
+def load_levels(load: LoadSpec, concurrencies: list[int], rates: list[float]) -> tuple[LoadSpec, ...]:
+    """The run's load levels: empty for the single level of one --concurrency and no --request-rate
+    (stored exactly as before), else every concurrency then every rate, each a copy of ``load``."""
+    from dataclasses import replace
+
+    if len(concurrencies) <= 1 and not rates:
+        return ()
+    return tuple(replace(load, concurrency=c) for c in concurrencies) + tuple(replace(load, request_rate=r) for r in rates)
+
+
 def stored_where(store) -> str:  # type: ignore[no-untyped-def]
     return f"what completed is stored in {store.location}" if store.written else f"nothing was stored in {store.location}"
+
+
+def command_sweep_report(args: argparse.Namespace) -> int:
+    import time
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        from specbench.analysis.sweep import E2E, TPOT, Slo, analyze_sweep, points_from_run
+        from specbench.outputs.sweep_report import load_sweep_points, write_report
+    except ImportError:  # the Job's zip leaves the analysis out
+        print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
+        return EXIT_USAGE
+    from specbench.results.runfiles import load_run
+    from specbench.results.store import open_store
+
+    try:
+        if args.run:
+            store = report_store(args.run, None, args.region)
+            files = load_run(store)
+            points, where, name = points_from_run(files.run, files.records, files.acceptance, store.location), store.location, store.run_id
+        else:
+            results = open_store(args.results, args.region)
+            points, name = load_sweep_points(results, args.sweep_id), args.sweep_id
+            where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
+    except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if not points:
+        print(f"specbench: no sweep point stored under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.perf_counter()
+    analysis = analyze_sweep(
+        points,
+        sweep_id=name,
+        metric=TPOT if args.metric == "tpot" else E2E,
+        slo=Slo(args.slo_ttft_ms, args.slo_tpot_ms),
+        resamples=args.resamples,
+        servers_per_node=args.servers_per_node,
+    )
+    out = Path(args.out or f"sweep-report-{name}")
+    written = write_report(analysis, out, charts=not args.no_charts)
+    print("\n".join(analysis.summary))
+    print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
+    return put_sweep_dashboard(args.dashboard, written["dashboard"], args.region) if args.dashboard else 0
+
+
+def put_sweep_dashboard(name: str, body_file: Path, region: str | None) -> int:
+    """PutDashboard of the sweep's widgets, as a dashboard of its own: PutDashboard replaces a whole
+    body, and the benchmark's dashboard is the aggregation Lambda's to rewrite."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from specbench.outputs.dashboard import problems
+
+    body = read_json_file(str(body_file))
+    found = problems(name, body)
+    if found:
+        print(f"specbench: --dashboard {name}: {'; '.join(found)}", file=sys.stderr)
+        return EXIT_USAGE
+    problem = aws_problem(region)
+    if problem:
+        print(f"specbench: dashboard not put: {problem}; the widgets are in {body_file}", file=sys.stderr)
+        return EXIT_CRASHED
+    import json
+
+    import boto3
+
+    try:
+        boto3.client("cloudwatch", region_name=region).put_dashboard(DashboardName=name, DashboardBody=json.dumps(body))
+    except (BotoCoreError, ClientError) as error:
+        print(f"specbench: dashboard not put: {error}; the widgets are in {body_file}", file=sys.stderr)
+        return EXIT_CRASHED
+    print(f"dashboard {name}: {len(body['widgets'])} widgets")
+    return 0
 
 
 def command_import(args: argparse.Namespace) -> int:

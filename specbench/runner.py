@@ -48,12 +48,22 @@ class RunPlan:
     ready_timeout_s: float = 900.0
     settings: dict[str, Any] = field(default_factory=dict)  # the deployment's snapshot (settings.json)
     sweep: dict[str, Any] = field(default_factory=dict)  # a sweep point's metadata (specbench/sweep/points.py), or empty
+    # Several load levels: every test case runs at each (``load`` with its concurrency or request
+    # rate replaced); files and records then carry the level (``<case>@c4``). Empty: ``load`` alone,
+    # stored exactly as a single-level run always was.
+    levels: tuple[LoadSpec, ...] = ()
+
+    @property
+    def loads(self) -> tuple[LoadSpec, ...]:
+        return self.levels or (self.load,)
 
     def snapshot(self) -> dict[str, Any]:
+        extra = {"load_levels": [level.to_dict() for level in self.levels]} if self.levels else {}
         return {
+            **extra,
             "endpoints": [asdict(e) for e in self.endpoints],
             "suite": self.suite.to_dict(),
-            "load": asdict(self.load),
+            "load": self.load.to_dict(),
             "input_tokens": self.input_tokens,
             "engine": self.engine,
             "ready_timeout_s": self.ready_timeout_s,
@@ -162,7 +172,10 @@ class Runner:
             if start is not None:
                 await start(self.plan.endpoints, self.plan.load)
             for case in self.plan.suite.test_cases:
-                result.cases.append(await self._run_case(case))
+                prepared: tuple[PreparedCase, str] | None = None
+                for load in self.plan.loads:
+                    prepared = prepared or await asyncio.to_thread(prepare_case, case, self.plan, self.log)
+                    result.cases.append(await self._run_case(case, load, prepared))
             result.status = "completed"
         except asyncio.CancelledError:
             result.status, result.error = "interrupted", "cancelled (SIGTERM or Ctrl-C)"
@@ -181,13 +194,16 @@ class Runner:
             self._save_run(status=result.status, error=result.error, finished=_now(), counts=totals)
         return result
 
-    async def _run_case(self, case: TestCase) -> CaseOutcome:
-        prepared, sizing = await asyncio.to_thread(prepare_case, case, self.plan, self.log)
-        before = await read_acceptance_snapshots(self.plan.endpoints, self.plan.load.model)
+    async def _run_case(self, case: TestCase, load: LoadSpec, prepared_case: tuple[PreparedCase, str]) -> CaseOutcome:
+        prepared, sizing = prepared_case
+        level = load.level if self.plan.levels else ""
+        key = f"{case.name}@{level}" if level else case.name  # the files' and run.json's name of this case at this load
+        before = await read_acceptance_snapshots(self.plan.endpoints, load.model)
         done: list[RequestRecord] = []
-        bar = _progress_bar(case.name, len(self.plan.endpoints) * self.plan.load.requests, self.progress)
+        bar = _progress_bar(key, len(self.plan.endpoints) * load.requests, self.progress)
 
         def on_record(record: RequestRecord) -> None:
+            record.load_level = level
             done.append(record)
             bar.update(1)
             if not record.ok:
@@ -198,7 +214,7 @@ class Runner:
         try:
             # Every endpoint's engine runs to its end (or is cancelled with the others) before anything
             # is written: one engine raising must not cut another's records short.
-            load = case_load(self.plan.load, case)
+            load = case_load(load, case)  # this level's load, with the case's own max_tokens
             outcomes = await asyncio.gather(
                 *(self.engine.run(e, prepared, load, self.store.run_id, on_record) for e in endpoints), return_exceptions=True
             )
@@ -206,35 +222,33 @@ class Runner:
             bar.close()
             # Persistence first: whatever completed is stored even if the case was cut short.
             done.sort(key=lambda r: (r.variant, r.request_index))
-            self.store.write(f"records/{case.name}.jsonl", "".join(record.to_json() + "\n" for record in done))
-            self.stored[case.name] = list(done)
+            self.store.write(f"records/{key}.jsonl", "".join(record.to_json() + "\n" for record in done))
+            self.stored[key] = list(done)
             cases = dict(self.run_json.get("cases", {}))
-            cases[case.name] = {"prompt_tokens": prepared.prompt_tokens, "prompt_sizing": sizing, **counts(done)}
+            cases[key] = {"prompt_tokens": prepared.prompt_tokens, "prompt_sizing": sizing, **counts(done)}
             self._save_run(cases=cases)
         failed = {e.name: outcome for e, outcome in zip(endpoints, outcomes, strict=True) if isinstance(outcome, BaseException)}
         for name, error in failed.items():
-            self.engine_failures.append({"test_case": case.name, "endpoint": name, "error": f"{type(error).__name__}: {error}"})
+            self.engine_failures.append({"test_case": key, "endpoint": name, "error": f"{type(error).__name__}: {error}"})
         if failed:
             self._save_run(engine_failures=self.engine_failures)
             raise EngineFailed(
-                f"test case {case.name}: the {self.plan.engine} engine failed for "
+                f"test case {key}: the {self.plan.engine} engine failed for "
                 + "; ".join(f"{name} ({type(error).__name__}: {error})" for name, error in failed.items())
                 + f"; the records of every endpoint are stored ({len(done)})"
             ) from next(iter(failed.values()))
         elapsed = time.perf_counter() - started
-        after = await read_acceptance_snapshots(self.plan.endpoints, self.plan.load.model)
-        model = self.plan.load.model
-        figures = {e.name: acceptance_figures(before[e.name], after[e.name], model) for e in self.plan.endpoints}
-        self.store.write(f"acceptance/{case.name}.json", json.dumps(figures, indent=2, sort_keys=True))
-        self._write_llmperf_files(case, done, elapsed, wall_start)
-        outcome = CaseOutcome(case.name, done, figures, outputs_match(done))
+        after = await read_acceptance_snapshots(self.plan.endpoints, load.model)
+        figures = {e.name: acceptance_figures(before[e.name], after[e.name], load.model) for e in self.plan.endpoints}
+        self.store.write(f"acceptance/{key}.json", json.dumps(figures, indent=2, sort_keys=True))
+        self._write_llmperf_files(key, load, done, elapsed, wall_start)
+        outcome = CaseOutcome(key, done, figures, outputs_match(done))
         cases = dict(self.run_json.get("cases", {}))
-        cases[case.name] = {**cases[case.name], "outputs_match": outcome.outputs_match}
+        cases[key] = {**cases[key], "outputs_match": outcome.outputs_match}
         self._save_run(cases=cases)
         return outcome
 
-    def _write_llmperf_files(self, case: TestCase, records: list[RequestRecord], elapsed: float, timestamp: int) -> None:
-        load = case_load(self.plan.load, case)
+    def _write_llmperf_files(self, key: str, load: LoadSpec, records: list[RequestRecord], elapsed: float, timestamp: int) -> None:
         for endpoint in self.plan.endpoints:
             run = llmperf_format.LlmperfRun(
                 model=load.model,
@@ -244,11 +258,11 @@ class Runner:
                 sampling_params=load.sampling_params(),
                 elapsed_s=elapsed,
                 timestamp=timestamp,
-                metadata={"specbench_run_id": self.store.run_id, "specbench_variant": endpoint.name, "specbench_test_case": case.name},
+                metadata={"specbench_run_id": self.store.run_id, "specbench_variant": endpoint.name, "specbench_test_case": key},
             )
             files = llmperf_format.result_files([r for r in records if r.variant == endpoint.name], run)
             for name, text in files.items():
-                self.store.write(f"llmperf/{endpoint.name}/{case.name}/{name}", text)
+                self.store.write(f"llmperf/{endpoint.name}/{key}/{name}", text)
 
 
 def counts(records: list[RequestRecord]) -> dict[str, int]:

@@ -204,7 +204,7 @@ def test_flags_are_accepted_by_the_specbench_command_line(spec, suite_file):
         assert (args.engine, args.model, args.concurrency, args.requests) == (
             variant.engine,
             variant.model,
-            variant.concurrency,
+            [variant.concurrency],  # --concurrency repeats for load levels; the Job passes one
             variant.requests,
         )
         assert (args.results, args.namespace, args.region, args.no_progress) == (

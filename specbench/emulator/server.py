@@ -858,6 +858,16 @@ def serve_forever(
         asyncio.run(serve())
 
 
+def with_speculation(profile: EmulatorProfile, k: int | None, draft_cost_ratio: float | None) -> EmulatorProfile:
+    """A speculative profile with another k and/or draft cost (the baseline is left as it is)."""
+    if not profile.speculative:
+        return profile
+    if k is not None and (not _is_int(k) or k < 1):
+        raise ValueError(f"--speculative-k must be an integer >= 1, got {k!r}")
+    changes = {"num_speculative_tokens": k, "draft_cost_ratio": draft_cost_ratio}
+    return dataclasses_replace(profile, **{key: value for key, value in changes.items() if value is not None})
+
+
 def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
     """``emulate``: the baseline and speculative emulators on two local ports, until Ctrl-C."""
     parser = argparse.ArgumentParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
@@ -875,6 +885,9 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     parser.add_argument(
         "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
     )
+    # Sweeps (scripts/demo_sweep.py): one speculative server per k, each with the same draft cost.
+    parser.add_argument("--speculative-k", type=int, default=None, help="the speculative server's k (default: 7)")
+    parser.add_argument("--draft-cost-ratio", type=float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
     args = parser.parse_args(argv)
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
@@ -886,6 +899,10 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
         )
         for name, profile in default_profiles(args.time_scale).items()
     }
+    try:
+        profiles = {name: with_speculation(profile, args.speculative_k, args.draft_cost_ratio) for name, profile in profiles.items()}
+    except ValueError as error:
+        parser.error(str(error))
     ports = dict(zip(profiles, (args.baseline_port, args.speculative_port), strict=True))
     if args.only:
         kept = [name for name, profile in profiles.items() if profile.speculative == (args.only == "speculative")]

@@ -252,6 +252,8 @@ class LlmperfEngine:
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
     ) -> list[RequestRecord]:
+        if load.request_rate is not None:  # the CLI refuses it first; a library caller is told here
+            raise ValueError("request_rate: the llmperf engine is closed-loop only (concurrency); use the native engine")
         if load.api != "chat":
             raise ValueError("the llmperf engine speaks chat completions only (llmperf's OpenAI client); use --api chat")
         records: list[RequestRecord] = []

@@ -21,6 +21,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,6 +236,23 @@ async def _until_body_end(response: aiohttp.ClientResponse, limit_s: float = 0.5
         await asyncio.wait_for(response.content.read(), limit_s)
 
 
+def arrival_offsets(rate: float, count: int, seed: int) -> list[float]:
+    """Open-loop arrivals: seconds after the start at which each request is sent, a Poisson process
+    of ``rate`` requests/s (exponential gaps, the first at 0); seeded, so a rerun sends the same
+    schedule. The same process as vLLM's ``benchmark_serving --request-rate`` at burstiness 1
+    (vllm-project/vllm benchmarks/benchmark_serving.py get_request: the first request at once, then
+    gaps of np.random.gamma(shape=burstiness, scale=1/(rate*burstiness)), exponential at 1)."""
+    if not rate > 0:
+        raise ValueError(f"request_rate must be > 0 requests/s, got {rate!r}")
+    rng = random.Random(seed)
+    offsets, at = [], 0.0
+    for index in range(count):
+        if index:
+            at += rng.expovariate(rate)
+        offsets.append(at)
+    return offsets
+
+
 class NativeEngine:
     name = "native"
 
@@ -282,9 +300,15 @@ class NativeEngine:
         try:
             async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
                 await self.warm_up(session, endpoint, min(load.concurrency, load.requests))
-                gate = asyncio.Semaphore(load.concurrency)
+                # Closed loop: at most ``concurrency`` in flight. Open loop: each request at its
+                # scheduled arrival, however many are still in flight (the server's queue shows).
+                gate = asyncio.Semaphore(load.concurrency if load.request_rate is None else load.requests)
+                offsets = arrival_offsets(load.request_rate, load.requests, load.seed) if load.request_rate is not None else None
+                begin = time.perf_counter()
 
                 async def one(index: int) -> None:
+                    if offsets is not None:
+                        await asyncio.sleep(max(0.0, begin + offsets[index] - time.perf_counter()))
                     async with gate:
                         started.append(raws[index])
                         await self.collect(session, url, payloads[index % len(payloads)], headers[index], timeout, raws[index])

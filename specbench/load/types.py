@@ -4,7 +4,7 @@ protocol every engine follows (specbench.load names the engines and makes one)."
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from specbench.prompts.suite import TestCase
@@ -37,6 +37,23 @@ class LoadSpec:
     # vllm/entrypoints/openai/protocol.py, ChatCompletionRequest.chat_template_kwargs); Qwen's vLLM guide:
     # https://qwen.readthedocs.io/en/latest/deployment/vllm.html#thinking-non-thinking-modes
     enable_thinking: bool = False
+    # Open loop: requests arrive as a Poisson process at this rate (requests/s, a seeded schedule),
+    # however many are in flight; None is the closed loop of ``concurrency`` requests in flight.
+    request_rate: float | None = None
+
+    @property
+    def level(self) -> str:
+        """``c4`` or ``r2p5``: the load level's label in records and file names (point ids use it too)."""
+        if self.request_rate is not None:
+            return "r" + format(self.request_rate, "g").replace(".", "p")
+        return f"c{self.concurrency}"
+
+    def to_dict(self) -> dict:
+        """run.json's ``plan.load``; a closed-loop load stores what it always did (no request_rate)."""
+        data = asdict(self)
+        if data["request_rate"] is None:
+            del data["request_rate"]
+        return data
 
     def sampling_params(self) -> dict:
         """What goes into every request body beside the prompt; llmperf's files record it too (its chat

@@ -89,13 +89,19 @@ class RequestRecord:
     llmperf_output_tokens: int | None = None
     llmperf_inter_token_latency_s: float | None = None
     llmperf_output_throughput_tps: float | None = None
+    # The load level of a multi-level run (``c4``: 4 in flight; ``r2p5``: 2.5 requests/s, Poisson);
+    # empty in a single-level run, and then left out of the stored record (files stay as they were).
+    load_level: str = ""
 
     @property
     def ok(self) -> bool:
         return self.error_code is None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        data = asdict(self)
+        if not data["load_level"]:
+            del data["load_level"]
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:

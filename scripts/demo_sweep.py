@@ -1,0 +1,214 @@
+"""A small sweep offline, with a known answer: ``make demo-sweep``.
+
+Emulated servers (``specbench emulate``, one process each): the baseline and one speculative server
+per k, all with the same draft cost c. The emulator's acceptance per prompt (specbench.emulator
+default_profiles) gives each class its per-token acceptance a, so the standard model's optimum k
+per class is known beforehand: with c = 0.15, structured prompts (a = 0.9) peak at k = 8 and
+open-ended ones (a = 0.6) at k = 2. Every point is a normal ``specbench run`` stored under
+``<out>/results/sweeps/<sweep id>/<point id>/`` with the ``sweep`` object in its run.json (as
+``specbench run --sweep-point`` writes it in the cluster); the baseline runs first and last. Then
+``specbench sweep-report`` analyses it, and the script prints the recovered optima beside the truth.
+
+The emulator models no batching: latencies do not grow with load, so no crossover shows here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specbench import cli  # noqa: E402
+from specbench.analysis.sweep import CONCURRENCY, RATE, Load, SweepAnalysis, Variant  # noqa: E402
+from specbench.analysis.theory import best_k  # noqa: E402
+from specbench.emulator.process import _healthy, free_ports  # noqa: E402
+
+DRAFT_COST = 0.15
+DRAFT_MODEL = "Qwen/Qwen3-1.7B"  # a label: the emulator has no draft model
+# The emulator's acceptance for these test cases' markers (specbench.emulator.default_profiles).
+CLASSES = {"structured": ("counting", 0.9), "open-ended": ("cat-on-mat", 0.6)}
+KS = (1, 2, 4, 8, 12)
+LOADS = (Load(CONCURRENCY, 1), Load(RATE, 4))
+
+
+@dataclass(frozen=True)
+class Recovered:
+    prompt_class: str
+    a: float
+    true_k: int
+    measured_best: int | None
+    indistinguishable: list[int]
+    model_k: int | None
+    fitted_c: float | None
+    measured_a: float | None
+
+
+def truth() -> dict[str, int]:
+    """The standard model's optimum k per class for the emulator's a and c."""
+    return {name: best_k(a, DRAFT_COST)[0] for name, (_, a) in CLASSES.items()}
+
+
+@contextlib.contextmanager
+def emulators(time_scale: float, ks: Sequence[int], timeout_s: float = 60.0) -> Iterator[dict[str, str]]:
+    """The baseline and one speculative emulator per k, each its own process on a free port."""
+    ports = free_ports(1 + len(ks))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    common = [sys.executable, "-m", "specbench", "emulate", "--time-scale", str(time_scale)]
+    commands = {"baseline": [*common, "--only", "baseline", "--baseline-port", str(ports[0])]}
+    for k, port in zip(ks, ports[1:], strict=True):
+        commands[f"k{k}"] = [*common, "--only", "speculative", "--speculative-port", str(port), "--speculative-k", str(k)]
+        commands[f"k{k}"] += ["--draft-cost-ratio", str(DRAFT_COST)]
+    processes = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for c in commands.values()]
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in zip(commands, ports, strict=True)}
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not all(_healthy(url) for url in urls.values()):
+            failed = [p for p in processes if p.poll() is not None]
+            if failed or time.monotonic() > deadline:
+                errors = " ".join(p.stderr.read().decode()[-500:] for p in failed if p.stderr)
+                raise RuntimeError(f"emulator did not start: {errors or 'timed out'}")
+            time.sleep(0.1)
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def point_plan(ks: Sequence[int], loads: Sequence[Load]) -> list[tuple[Variant, Load, int]]:
+    """Wave 0: the baseline at every load; wave 1: every k at every load; wave 2: the baseline again."""
+    base = Variant("baseline")
+    spec = [Variant(f"qwen3-1-7b-k{k}", DRAFT_MODEL, k, "draft_model") for k in ks]
+    return [(base, load, 0) for load in loads] + [(v, load, 1) for v in spec for load in loads] + [(base, load, 2) for load in loads]
+
+
+def run_point(results: Path, sweep_id: str, url: str, variant: Variant, load: Load, wave: int, requests: int, tokens: int) -> str:
+    point_id = f"{variant.name}-{load.label}" + (f"-w{wave}" if variant.is_baseline else "")
+    args = ["run", "--endpoint", f"{variant.name}={url}", "--results", str(results / "sweeps" / sweep_id), "--run-id", point_id]
+    args += [arg for case, _ in CLASSES.values() for arg in ("--test-case", case)]
+    args += ["--requests", str(requests), "--output-tokens", str(tokens), "--no-publish", "--no-progress", "--ready-timeout", "30"]
+    args += ["--concurrency", format(load.value, "g")] if load.kind == CONCURRENCY else ["--request-rate", format(load.value, "g")]
+    with contextlib.redirect_stdout(open(os.devnull, "w")):  # noqa: SIM115 - closed with the process
+        code = cli.main(args)
+    if code != 0:
+        raise RuntimeError(f"point {point_id}: specbench run exited with {code}")
+    # What `specbench run --sweep-point` records in the cluster (the sweep-common contract).
+    path = results / "sweeps" / sweep_id / point_id / "run.json"
+    run = json.loads(path.read_text())
+    v = {"name": variant.name, "draft_model": variant.draft_model, "k": variant.k, "method": variant.method}
+    run["sweep"] = {
+        "sweep_id": sweep_id,
+        "point_id": point_id,
+        "wave": wave,
+        "variant": v,
+        "load": {"kind": load.kind, "value": load.value},
+    }
+    path.write_text(json.dumps(run, indent=2, sort_keys=True))
+    return point_id
+
+
+def recovered(analysis: SweepAnalysis, load_label: str) -> list[Recovered]:
+    found = []
+    known = truth()
+    for cls in analysis.classes:
+        rec = cls.recommendations.get(load_label)
+        curve = cls.curves.get(load_label, [None])[0]
+        model = curve.model_optimum if curve else None
+        ties = sorted(int(name.rsplit("k", 1)[1]) for name in (rec.indistinguishable if rec else []))
+        found.append(
+            Recovered(
+                cls.prompt_class,
+                CLASSES[cls.prompt_class][1],
+                known[cls.prompt_class],
+                rec.k if rec else None,
+                ties,
+                model[0] if model else None,
+                curve.c if curve else None,
+                curve.a if curve else None,
+            )
+        )
+    return found
+
+
+def sweep(
+    out: Path,
+    time_scale: float,
+    requests: int,
+    tokens: int,
+    sweep_id: str = "demo-sweep",
+    resamples: int = 1000,
+    loads: Sequence[Load] = LOADS,
+) -> list[Recovered]:
+    results = out / "results"
+    with emulators(time_scale, KS) as urls:
+        for variant, load, wave in point_plan(KS, loads):
+            url = urls["baseline" if variant.is_baseline else f"k{variant.k}"]
+            point = run_point(results, sweep_id, url, variant, load, wave, requests, tokens)
+            print(f"  {point:<24} wave {wave}", flush=True)
+    report = ["sweep-report", "--results", str(results), "--sweep-id", sweep_id, "--out", str(out / "sweep-report")]
+    report += ["--metric", "tpot", "--resamples", str(resamples), "--slo-tpot-ms", str(45 * time_scale * 0.8)]
+    if cli.main(report) != 0:
+        raise RuntimeError("specbench sweep-report failed")
+    analysis = json.loads((out / "sweep-report" / "sweep-analysis.json").read_text())
+    return recovered(_rebuild(analysis), loads[0].label)
+
+
+def _rebuild(data: dict) -> SweepAnalysis:
+    """Just enough of the stored analysis (sweep-analysis.json) to read the recovered optima back."""
+    from types import SimpleNamespace as NS
+
+    classes = []
+    for cls in data["classes"]:
+        curves = {
+            label: [NS(model_optimum=d["model_optimum"], c=d["c"], a=d["a"]) for d in drafts] for label, drafts in cls["curves"].items()
+        }
+        recs = {label: NS(k=r["k"], indistinguishable=r["indistinguishable"]) for label, r in cls["recommendations"].items()}
+        classes.append(NS(prompt_class=cls["prompt_class"], curves=curves, recommendations=recs))
+    return NS(classes=classes)  # type: ignore[return-value]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="demo-sweep-output")
+    parser.add_argument("--time-scale", type=float, default=0.1, help="emulated latencies x this (default: %(default)s)")
+    parser.add_argument("--requests", type=int, default=8, help="requests per test case and point (default: %(default)s)")
+    parser.add_argument("--output-tokens", type=int, default=120, help="max_tokens of every request (default: %(default)s)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    started = time.perf_counter()
+    points = point_plan(KS, LOADS)
+    print(f"demo sweep: {len(points)} points ({len(KS)} values of k x {len(LOADS)} loads, the baseline in the first and last wave)")
+    found = sweep(out, args.time_scale, args.requests, args.output_tokens)
+    print(f"\nrecovered at {LOADS[0].describe()} (emulator truth: c = {DRAFT_COST}):")
+    header = ("class", "a", "true k", "measured best", "indistinguishable", "model k", "fitted c", "measured a")
+    widths = (11, 5, 6, 13, 17, 7, 8, 10)
+
+    def line(values: Sequence[object]) -> str:
+        return " ".join(f"{v!s:<{w}}" if i == 0 else f"{v!s:>{w}}" for i, (v, w) in enumerate(zip(values, widths, strict=True)))
+
+    print(line(header))
+    for r in found:
+        ties = ",".join(map(str, r.indistinguishable)) or "-"
+        fitted_c = f"{r.fitted_c:.3f}" if r.fitted_c is not None else "n/a"
+        measured_a = f"{r.measured_a:.3f}" if r.measured_a is not None else "n/a"
+        print(line((r.prompt_class, r.a, r.true_k, r.measured_best, ties, r.model_k, fitted_c, measured_a)))
+    print(f"report: {out / 'sweep-report' / 'sweep-report.md'}; wall time {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

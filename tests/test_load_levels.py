@@ -1,0 +1,162 @@
+"""Load levels: open-loop Poisson arrivals in the native engine, several levels in one run (each
+test case at each), records and files carrying their level, the single-level run unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+
+import pytest
+
+from specbench import cli
+from specbench.emulator.server import EmulatorServer, default_profiles
+from specbench.load.native import NativeEngine, arrival_offsets
+from specbench.load.types import Endpoint, LoadSpec, PreparedCase
+from specbench.prompts.suite import DEFAULT_SUITE
+from specbench.results.records import RequestRecord, read_jsonl
+from specbench.results.store import LocalStore, RunStore
+
+SCALE = 0.1
+
+
+def run_args(baseline, speculative, results, *extra):
+    endpoints = ["--endpoint", f"qwen-vllm={baseline.url}", "--endpoint", f"qwen-sd-vllm={speculative.url}"]
+    return ["run", *endpoints, "--results", str(results), "--output-tokens", "40", "--no-progress", "--ready-timeout", "5", *extra]
+
+
+def stored(results, run_id):
+    store = RunStore(LocalStore(results), run_id)
+    return store, [r for key in store.keys("records/") for r in read_jsonl(store.read(key).splitlines())]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    profiles = default_profiles(time_scale=SCALE)
+    with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
+        yield baseline, speculative
+
+
+def test_arrivals_are_a_seeded_poisson_process() -> None:
+    offsets = arrival_offsets(4.0, 4000, seed=3)
+    assert offsets == arrival_offsets(4.0, 4000, seed=3) and offsets != arrival_offsets(4.0, 4000, seed=4)
+    gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
+    assert offsets[0] == 0.0 and all(g >= 0 for g in gaps)
+    # Exponential gaps: mean 1/rate and a standard deviation equal to the mean (coefficient of variation 1).
+    assert statistics.fmean(gaps) == pytest.approx(0.25, rel=0.05)
+    assert statistics.stdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.08)
+    with pytest.raises(ValueError, match="request_rate must be > 0 requests/s, got 0"):
+        arrival_offsets(0, 3, seed=1)
+
+
+def test_load_labels_and_the_closed_loop_snapshot_is_unchanged() -> None:
+    closed = LoadSpec("m", 10, 4, 8, 60.0)
+    assert closed.level == "c4" and "request_rate" not in closed.to_dict()
+    opened = LoadSpec("m", 10, 4, 8, 60.0, request_rate=2.5)
+    assert opened.level == "r2p5" and opened.to_dict()["request_rate"] == 2.5
+
+
+@pytest.mark.timing
+def test_open_loop_sends_on_schedule_whatever_is_in_flight(servers) -> None:
+    """At 40 requests/s with a concurrency of 1, requests overlap: the schedule, not the gate, sends them."""
+    _, speculative = servers
+    load = LoadSpec("Qwen/Qwen3-32B", 60, 1, 12, 30.0, request_rate=40.0, seed=5)
+    case = DEFAULT_SUITE.test_cases[0]
+    records: list[RequestRecord] = []
+
+    async def go() -> list[RequestRecord]:
+        return await NativeEngine().run(Endpoint("sd", speculative.url), PreparedCase(case, case.text, 8), load, "run", records.append)
+
+    done = asyncio.run(go())
+    assert len(done) == 12 and all(r.ok for r in done)
+    sent = sorted(r.sent_monotonic_s for r in done)  # type: ignore[type-var]
+    planned = arrival_offsets(40.0, 12, seed=5)
+    # Each request went out at its scheduled offset (within the loop's few ms), not after the previous ended.
+    for actual, offset in zip(sent, planned, strict=True):
+        assert actual - sent[0] == pytest.approx(offset, abs=0.025)
+    ends = sorted(r.sent_monotonic_s + r.end_to_end_latency_s for r in done)  # type: ignore[operator]
+    assert sum(1 for s in sent[1:] if s < ends[0]) >= 1  # some were sent while the first was in flight
+
+
+def test_a_run_at_several_levels_stores_each_case_at_each_level(servers, tmp_path) -> None:
+    args = run_args(*servers, tmp_path, "--test-case", "counting", "--run-id", "ml", "--no-publish", "--requests", "3")
+    code = cli.main([*args, "--concurrency", "1", "--concurrency", "2", "--request-rate", "20"])
+    assert code == 0
+    store, records = stored(tmp_path, "ml")
+    assert sorted(k for k in store.keys() if k.startswith(("records/", "acceptance/"))) == [
+        f"{kind}/counting@{level}.{ext}" for kind, ext in (("acceptance", "json"), ("records", "jsonl")) for level in ("c1", "c2", "r20")
+    ]
+    assert {(r.variant, r.load_level) for r in records} == {(v, lv) for v in ("qwen-vllm", "qwen-sd-vllm") for lv in ("c1", "c2", "r20")}
+    assert len(records) == 2 * 3 * 3
+    run = json.loads(store.read("run.json"))
+    assert sorted(run["cases"]) == ["counting@c1", "counting@c2", "counting@r20"]
+    levels = [(level["concurrency"], level.get("request_rate")) for level in run["plan"]["load_levels"]]
+    assert levels == [(1, None), (2, None), (1, 20.0)]
+    assert store.keys("llmperf/qwen-vllm/counting@r20/")
+
+
+def test_sweep_report_of_a_multi_level_run_separates_the_levels(servers, tmp_path, capsys) -> None:
+    settings = tmp_path / "settings.json"
+    variants = [{"name": "qwen-vllm"}, {"name": "qwen-sd-vllm", "draft_model": "Qwen/Qwen3-1.7B", "num_speculative_tokens": 7}]
+    settings.write_text(json.dumps({"variants": variants}))
+    args = run_args(*servers, tmp_path, "--test-case", "counting", "--run-id", "ml", "--no-publish", "--requests", "4")
+    assert cli.main([*args, "--settings", str(settings), "--concurrency", "1", "--concurrency", "2", "--request-rate", "20"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "report"
+    assert cli.main(["sweep-report", "--run", str(tmp_path / "ml"), "--out", str(out), "--resamples", "50", "--no-charts"]) == 0
+    summary = capsys.readouterr().out.splitlines()[:2]
+    assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in summary] == [
+        "structured prompts up to 2 in flight",
+        "structured prompts at 20 requests/s (Poisson)",
+    ]
+    assert summary[0].endswith("(at 2 in flight)")
+    analysis = json.loads((out / "sweep-analysis.json").read_text())
+    assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in analysis["table"]] == [
+        "structured prompts at 1 in flight",
+        "structured prompts at 2 in flight",
+        "structured prompts at 20 requests/s (Poisson)",
+    ]
+    (curve,) = analysis["classes"][0]["curves"]["c1"]
+    # The emulator's counting prompt: a = 0.9, k = 7, c = 0.08 -> the model expects 3.65x per token.
+    assert curve["a"] == pytest.approx(0.9, abs=0.08) and curve["points"][0]["tpot"]["point"] == pytest.approx(3.65, rel=0.15)
+
+
+def test_a_single_level_run_stores_what_it_always_did(servers, tmp_path) -> None:
+    args = run_args(*servers, tmp_path, "--test-case", "counting", "--run-id", "sl", "--no-publish", "--requests", "2")
+    assert cli.main([*args, "--concurrency", "2"]) == 0
+    store, records = stored(tmp_path, "sl")
+    assert store.keys("records/") == ["records/counting.jsonl"]
+    assert all("load_level" not in json.loads(line) for line in store.read("records/counting.jsonl").splitlines())
+    run = json.loads(store.read("run.json"))
+    assert "load_levels" not in run["plan"] and "request_rate" not in run["plan"]["load"]
+    assert run["plan"]["load"]["concurrency"] == 2 and list(run["cases"]) == ["counting"]
+    assert read_jsonl(store.read("records/counting.jsonl").splitlines())[0].load_level == ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--engine", "llmperf", "--request-rate", "2"],
+            "specbench: --request-rate: the llmperf engine is closed-loop only (--concurrency); use --engine native\n",
+        ),
+        (["--request-rate", "0"], "error: argument --request-rate: 0: must be a number > 0\n"),
+    ],
+)
+def test_bad_load_flags_are_one_line(extra, message, capsys) -> None:
+    try:
+        code = cli.main(["run", "--no-publish", *extra])
+    except SystemExit as exit_:  # argparse's own usage error
+        code = exit_.code
+    assert code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_stored_record_reads_back_its_level(tmp_path) -> None:
+    record = RequestRecord("r", "v", "t", "c", "native", 0, 0.0, load_level="r2p5")
+    assert json.loads(record.to_json())["load_level"] == "r2p5"
+    assert read_jsonl([record.to_json()])[0].load_level == "r2p5"
+    store = RunStore(LocalStore(tmp_path), "x")
+    store.write("records/t@r2p5.jsonl", record.to_json() + "\n")
+    assert store.keys("records/") == ["records/t@r2p5.jsonl"]
