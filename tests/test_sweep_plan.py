@@ -158,7 +158,10 @@ def test_numeric_lists_are_coerced_from_text_and_json():
         ({"sweep.variants": "q17"}, "sweep.variants='q17': is not NAME:DRAFT_MODEL:K[:METHOD]; allowed: NAME:DRAFT_MODEL:K or "),
         ({"sweep.variants": f"q17:{Q17}:x"}, "sweep.variants='q17:Qwen/Qwen3-1.7B:x': has K='x', not a whole number"),
         ({"sweep.variants": f"q17:{Q17}:16"}, "sweep.variants=16: is out of range; allowed: 1 to 15"),
-        ({"sweep.variants": f"q17:{Q17}:5:medusa"}, "sweep.variants='medusa': is not a speculation method of serving stack nxdi-draft (variant q17); allowed: draft"),
+        (
+            {"sweep.variants": f"q17:{Q17}:5:medusa"},
+            "sweep.variants='medusa': is not a speculation method of serving stack nxdi-draft (variant q17); allowed: draft",
+        ),
         ({"sweep.variants": f"Q17:{Q17}:5"}, "sweep.variants='Q17': is not a variant name"),
         ({"sweep.variants": f"baseline2:{Q17}:5"}, "sweep.variants='baseline2': starts with 'baseline'"),
         ({"sweep.variants": f"a:{Q17}:5,a:{Q17}:6"}, "sweep.variants='a': names two variants"),
