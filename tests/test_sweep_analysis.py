@@ -9,6 +9,8 @@ from specbench.analysis.sweep import CONCURRENCY, RATE, Load, LoadPoint, Slo
 from specbench.results.records import RequestRecord
 from tests.sweep_data import Truth, bench_truth, synthetic_points
 
+BASELINE_NAME = sweep.BASELINE
+
 TRUTH = Truth(
     classes={"structured": 0.9, "open-ended": 0.6},
     drafts={"Qwen3-1.7B": 0.15},
@@ -242,4 +244,40 @@ def test_the_summary_names_a_range_that_does_not_start_at_the_lowest_load() -> N
     assert sweep.summary_lines(cls, loads, variants) == [
         "c prompts at 1 in flight: D, k = 3",
         "c prompts from 2 to 8 in flight: D, k = 5 (at 8 in flight)",
+    ]
+
+
+def _streamed(variant: str, index: int, chunk_tokens: list[int]) -> RequestRecord:
+    from specbench.results.records import COUNT_FROM_USAGE
+
+    record = RequestRecord("p", variant, "case", "structured", "native", index, 0.0)
+    record.chunk_tokens, record.token_count_source = list(chunk_tokens), COUNT_FROM_USAGE
+    record.output_tokens = sum(chunk_tokens)
+    return record
+
+
+def test_without_metrics_a_points_acceptance_comes_from_the_stream_and_says_so() -> None:
+    k = 7
+    # Decode chunks (first and last left out) carry 4 and 2 tokens: mean acceptance length 3.
+    spec = [_streamed("q-k7", i, [1, 4, 2, 4, 2, 1]) for i in range(3)]
+    baseline = [_streamed(BASELINE_NAME, i, [1] * 8) for i in range(3)]
+    point = sweep.Point("q-k7-c1", sweep.Variant("q-k7", "Qwen/Qwen3-1.7B", k, "draft"), Load(CONCURRENCY, 1), 0, tuple(spec))
+    notes: list[str] = []
+    a, source = sweep.point_acceptance(point, "structured", baseline, spec, notes)
+    assert (a, source, notes) == (theory.acceptance_from_tokens_per_step(3.0, k), "stream", [])
+    assert theory.expected_tokens_per_step(a, k) == pytest.approx(3.0)
+    # /metrics, when the server has it, comes first.
+    with_metrics = sweep.Point("q-k7-c1", point.variant, point.load, 0, tuple(spec), {"structured": 0.5})
+    assert sweep.point_acceptance(with_metrics, "structured", baseline, spec, notes) == (0.5, "metrics")
+
+
+def test_a_coalescing_stream_gives_no_acceptance_and_a_note_naming_why() -> None:
+    spec = [_streamed("q-k7", 0, [1, 4, 2, 4, 2, 1])]
+    coalesced = [_streamed(BASELINE_NAME, 0, [1, 3, 3, 1])]  # a proxy merged three baseline chunks
+    point = sweep.Point("q-k7-c1", sweep.Variant("q-k7", "Qwen/Qwen3-1.7B", 7, "draft"), Load(CONCURRENCY, 1), 0, tuple(spec))
+    notes: list[str] = []
+    assert sweep.point_acceptance(point, "structured", coalesced, spec, notes) == (None, "")
+    assert notes == [
+        "structured, q-k7-c1: no acceptance from /metrics, and the stream's is unreliable: the baseline baseline streamed 3 "
+        "tokens in one chunk (case #0; 1 expected): a server or proxy coalesces chunks"
     ]

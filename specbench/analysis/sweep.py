@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specbench.analysis import stats, theory
+from specbench.analysis import stats, stream_acceptance, theory
 from specbench.results.records import RequestRecord
 
 BASELINE = "baseline"
@@ -124,6 +124,7 @@ class DraftCurve:
     c: float | None  # fitted draft cost
     points: list[CurvePoint]
     model_optimum: tuple[int, float] | None  # (k, predicted speedup) over 1..k_max
+    a_source: str = ""  # where a comes from: "metrics" (/metrics counters), "stream" (tokens per chunk), both, or ""
 
 
 @dataclass(frozen=True)
@@ -433,7 +434,7 @@ def _analyze_class(
         if not base or not spec:
             continue
         good = {p.variant.name: [r for r in mine[p.point_id] if r.ok] for p in spec}
-        acceptance = {p.variant.name: p.acceptance.get(prompt_class) for p in spec}
+        acceptance = {p.variant.name: point_acceptance(p, prompt_class, base, good[p.variant.name], notes) for p in spec}
         curve_points: dict[str, list[CurvePoint]] = {}
         for p in sorted(spec, key=lambda p: (p.variant.draft_model or "", p.variant.k or 0)):
             seed = (prompt_class, load.label, p.variant.name)
@@ -443,8 +444,9 @@ def _analyze_class(
             curve_points.setdefault(p.variant.draft_model or p.variant.name, []).append(cp)
         drafts = []
         for draft, cps in curve_points.items():
-            measured_a = [acceptance[cp.variant] for cp in cps if acceptance[cp.variant] is not None]
-            a = math.fsum(measured_a) / len(measured_a) if measured_a else None  # type: ignore[arg-type]
+            measured = [acceptance[cp.variant] for cp in cps if acceptance[cp.variant][0] is not None]
+            a = math.fsum(value for value, _ in measured) / len(measured) if measured else None  # type: ignore[misc]
+            a_source = "+".join(sorted({source for _, source in measured}))
             c = fit_draft_cost(a, [(cp.k, cp.tpot.point) for cp in cps]) if a is not None else None  # type: ignore[misc]
             if a is not None and c is not None:
                 cps = [CurvePoint(cp.variant, cp.k, cp.tpot, cp.e2e, theory.expected_speedup(a, cp.k, c), cp.requests) for cp in cps]
@@ -452,7 +454,7 @@ def _analyze_class(
                 optimum = optimum if optimum[0] else None
             else:
                 optimum = None
-            drafts.append(DraftCurve(draft, a, c, cps, optimum))
+            drafts.append(DraftCurve(draft, a, c, cps, optimum, a_source))
         curves[load.label] = drafts
         recommendations[load.label] = _recommend(prompt_class, load, base, good, variants, drafts, metric, context)
     best = next((r.variant for r in recommendations.values()), BASELINE)
@@ -616,11 +618,31 @@ def points_from_run(
     return points
 
 
+def point_acceptance(
+    point: Point, prompt_class: str, baseline: Sequence[RequestRecord], records: Sequence[RequestRecord], notes: list[str]
+) -> tuple[float | None, str]:
+    """The per-token acceptance a of one speculative point for one class, and its source: the
+    /metrics counters where the server has them, else the stream's tokens per chunk (mean acceptance
+    length L, a solved from E(a, k) = L), used only when the self-check passes (the baseline streams
+    1 token per chunk, the point at most k + 1); a failed check is noted with its reason."""
+    a = point.acceptance.get(prompt_class)
+    if a is not None:
+        return a, stream_acceptance.SOURCE_METRICS
+    k = point.variant.k
+    check = stream_acceptance.self_check(baseline, records, k)
+    if not check.ok:
+        notes.append(f"{prompt_class}, {point.point_id}: no acceptance from /metrics, and the stream's is unreliable: {check.reason}")
+        return None, ""
+    lengths = [f.length for r in records if (f := stream_acceptance.per_request(r, k)) is not None]
+    mean_length = math.fsum(lengths) / len(lengths)  # self_check passed: at least one request has a figure
+    return theory.acceptance_from_tokens_per_step(mean_length, int(k or 0)), stream_acceptance.SOURCE_STREAM
+
+
 def _class_acceptance(
     acceptance: Mapping[str, Any], endpoint: str | None, k: int | None, class_of: Mapping[str, str], level: str | None = ""
 ) -> dict[str, float]:
-    """Per class, the mean per-token acceptance a of its test cases (from /metrics figures, the
-    fallback until per-request stream acceptance is available). ``acceptance`` is test case (with
+    """Per class, the mean per-token acceptance a of its test cases from /metrics figures (where there
+    are none, ``point_acceptance`` takes the stream's). ``acceptance`` is test case (with
     ``@level`` in a multi-level run) -> endpoint -> figures; a sweep point has one endpoint and one
     load (``level`` None: whatever level its files name)."""
     per_class: dict[str, list[float]] = {}

@@ -97,7 +97,7 @@ def _curve_table(cls: ClassAnalysis) -> list[str]:
         for draft in drafts:
             for cp in draft.points:
                 predicted = f"{cp.predicted:.2f}x" if cp.predicted is not None else "n/a"
-                a = f"{draft.a:.3f}" if draft.a is not None else "n/a"
+                a = f"{draft.a:.3f} ({draft.a_source})" if draft.a is not None else "n/a"
                 c = f"{draft.c:.3f}" if draft.c is not None else "n/a"
                 rows.append(
                     f"| {label} | {draft.draft_model} | {cp.k} | {cp.variant} | {format_interval(cp.tpot)} | "
@@ -191,7 +191,7 @@ def _speedup_axes(ax: Any, cls: ClassAnalysis, label: str, drafts: Sequence[Any]
                 [expected_speedup(draft.a, k, draft.c) for k in grid],
                 "--",
                 color=color,
-                label=f"{draft.draft_model} model (a={draft.a:.2f}, c={draft.c:.3f})",
+                label=f"{draft.draft_model} model (a={draft.a:.2f} from {draft.a_source}, c={draft.c:.3f})",
             )
         for cp in draft.points:
             ax.annotate(cp.variant, (cp.k, cp.tpot.point or 0), textcoords="offset points", xytext=(4, 6), fontsize=7)
