@@ -102,22 +102,14 @@ def run_point(results: Path, sweep_id: str, url: str, variant: Variant, load: Lo
     args += [arg for case, _ in CLASSES.values() for arg in ("--test-case", case)]
     args += ["--requests", str(requests), "--output-tokens", str(tokens), "--no-publish", "--no-progress", "--ready-timeout", "30"]
     args += ["--concurrency", format(load.value, "g")] if load.kind == CONCURRENCY else ["--request-rate", format(load.value, "g")]
+    # The sweep object the cluster's pods record (specbench run --sweep-id/--sweep-point, sweep-common contract).
+    v = {"name": variant.name, "draft_model": variant.draft_model or "", "k": variant.k or 0, "method": variant.method or ""}
+    point = {"point_id": point_id, "wave": wave, "variant": v, "load": {"kind": load.kind, "value": load.value}}
+    args += ["--sweep-id", sweep_id, "--sweep-point", json.dumps(point)]
     with contextlib.redirect_stdout(open(os.devnull, "w")):  # noqa: SIM115 - closed with the process
         code = cli.main(args)
     if code != 0:
         raise RuntimeError(f"point {point_id}: specbench run exited with {code}")
-    # What `specbench run --sweep-point` records in the cluster (the sweep-common contract).
-    path = results / "sweeps" / sweep_id / point_id / "run.json"
-    run = json.loads(path.read_text())
-    v = {"name": variant.name, "draft_model": variant.draft_model, "k": variant.k, "method": variant.method}
-    run["sweep"] = {
-        "sweep_id": sweep_id,
-        "point_id": point_id,
-        "wave": wave,
-        "variant": v,
-        "load": {"kind": load.kind, "value": load.value},
-    }
-    path.write_text(json.dumps(run, indent=2, sort_keys=True))
     return point_id
 
 
