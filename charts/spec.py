@@ -392,7 +392,11 @@ def benchmark_spec(config: PlatformConfig, plan: ServingPlan) -> BenchmarkSpec:
         metrics_namespace=b.metrics_namespace,
         run_on_deploy=b.run_on_deploy,
         requirements=benchmark_requirements(b.engine),
-        settings_json=json.dumps(settings_snapshot(config, plan, suite.name, [c.name for c in suite.test_cases]), indent=2, sort_keys=True)
+        settings_json=json.dumps(
+            settings_snapshot(config, plan, suite.name, [c.name for c in suite.test_cases], suite.to_dict().get("datasets")),
+            indent=2,
+            sort_keys=True,
+        )
         + "\n",
         bundle=bundle.zipapp_bytes(),
         suite_json=json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if b.suite_file else "",
@@ -424,7 +428,9 @@ def benchmark_requirements(engine: str) -> str:
     return "".join((SPECBENCH_DIR / name).read_text() for name in ("requirements.txt", "requirements-llmperf.txt"))
 
 
-def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str, test_cases: list[str]) -> dict[str, Any]:
+def settings_snapshot(
+    config: PlatformConfig, plan: ServingPlan, suite_name: str, test_cases: list[str], datasets: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What was deployed when a run was made: stored with every run, so results stay interpretable
     after the deployment changes."""
     # The speculative services' shared spec (a cross-stack baseline differs in stack and image only).
@@ -473,6 +479,8 @@ def settings_snapshot(config: PlatformConfig, plan: ServingPlan, suite_name: str
             "metrics_namespace": b.metrics_namespace,
         },
     }
+    if datasets:  # a dataset-backed suite: each source, its revision, sha256 and licence, as the suite pins them
+        snapshot["benchmark"]["datasets"] = datasets
     if sweep_enabled(config):  # only then: the default snapshot stays as it was
         s = config.sweep
         snapshot["sweep"] = {

@@ -272,3 +272,32 @@ def test_a_cache_that_cannot_be_written_is_one_error(tmp_path):
     with loopback_hub(tmp_path / "hub") as endpoint, pytest.raises(datasets.DatasetError) as raised:
         parse_suite(hub_suite(), "hub.json").materialize(datasets.DirCache(tmp_path / "file" / "cache"), hub_endpoint=endpoint)
     assert str(raised.value).startswith(f"dataset cache {tmp_path / 'file' / 'cache'}: cannot store {FIXTURE_SHA}: ")
+
+
+def test_the_jobs_settings_snapshot_names_each_source_its_revision_and_licence():
+    from charts.spec import benchmark_spec, serving_plan
+    from config.loader import load_config
+
+    def snapshot(context):
+        config = load_config(context)
+        return json.loads(benchmark_spec(config, serving_plan(config, "bucket")).settings_json)["benchmark"]
+
+    pinned = {
+        name: (source.get("github") or source.get("hub") or source.get("url"), source["revision"], source["sha256"], source["licence"])
+        for name, source in snapshot({"benchmark.suite_file": "builtin:classes"})["datasets"].items()
+    }
+    assert pinned == {
+        "humaneval": (
+            "openai/human-eval",
+            "463c980b59e818ace59f6f9803cd92c749ceae61",
+            "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef",
+            "MIT",
+        ),
+        "spec-bench": (
+            "hemingkx/Spec-Bench",
+            "66230f10cb0a02aced5ef3ce1e85163c16160454",
+            "4b6d33e79484f9841c487ee87d1cf6aa8c6066f61d5d482ff09e5a007fafdf04",
+            "Apache-2.0",
+        ),
+    }
+    assert "datasets" not in snapshot({})  # the reference suite has no sources: the default snapshot is unchanged
