@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -31,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from specbench import cli  # noqa: E402
 from specbench.analysis.sweep import CONCURRENCY, RATE, Load, SweepAnalysis, Variant  # noqa: E402
 from specbench.analysis.theory import best_k  # noqa: E402
-from specbench.emulator.process import _healthy, free_ports  # noqa: E402
+from specbench.emulator.process import emulate_processes, free_ports  # noqa: E402
 
 DRAFT_COST = 0.15
 DRAFT_MODEL = "Qwen/Qwen3-1.7B"  # a label: the emulator has no draft model
@@ -62,31 +61,13 @@ def truth() -> dict[str, int]:
 def emulators(time_scale: float, ks: Sequence[int], timeout_s: float = 60.0) -> Iterator[dict[str, str]]:
     """The baseline and one speculative emulator per k, each its own process on a free port."""
     ports = free_ports(1 + len(ks))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    common = [sys.executable, "-m", "specbench", "emulate", "--time-scale", str(time_scale)]
-    commands = {"baseline": [*common, "--only", "baseline", "--baseline-port", str(ports[0])]}
+    common = ["--time-scale", str(time_scale)]
+    commands = {"baseline": ([*common, "--only", "baseline", "--baseline-port", str(ports[0])], ports[0])}
     for k, port in zip(ks, ports[1:], strict=True):
-        commands[f"k{k}"] = [*common, "--only", "speculative", "--speculative-port", str(port), "--speculative-k", str(k)]
-        commands[f"k{k}"] += ["--draft-cost-ratio", str(DRAFT_COST)]
-    processes = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for c in commands.values()]
-    urls = {name: f"http://127.0.0.1:{port}" for name, port in zip(commands, ports, strict=True)}
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not all(_healthy(url) for url in urls.values()):
-            failed = [p for p in processes if p.poll() is not None]
-            if failed or time.monotonic() > deadline:
-                errors = " ".join(p.stderr.read().decode()[-500:] for p in failed if p.stderr)
-                raise RuntimeError(f"emulator did not start: {errors or 'timed out'}")
-            time.sleep(0.1)
+        args = [*common, "--only", "speculative", "--speculative-port", str(port), "--speculative-k", str(k)]
+        commands[f"k{k}"] = ([*args, "--draft-cost-ratio", str(DRAFT_COST)], port)
+    with emulate_processes(commands, timeout_s) as urls:
         yield urls
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def point_plan(ks: Sequence[int], loads: Sequence[Load]) -> list[tuple[Variant, Load, int]]:

@@ -488,3 +488,8 @@ def test_acceptance_rate_is_e_minus_one_over_k(a: float, k: int) -> None:
     assert estimate.a == pytest.approx(a, abs=1e-9)
     per_position = [a ** (i + 1) for i in range(k)]  # position i is accepted when all before it are
     assert math.fsum(per_position) / k == pytest.approx(rate, rel=1e-9, abs=1e-15)
+
+
+def test_json_safe_turns_non_finite_floats_into_none_at_any_depth():
+    value = {"a": float("nan"), 2: [1.5, float("inf"), (float("-inf"), "x")], "b": {"c": 0.0, "d": None}}
+    assert stats.json_safe(value) == {"a": None, "2": [1.5, None, [None, "x"]], "b": {"c": 0.0, "d": None}}

@@ -116,7 +116,7 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(asdict(self))
+        return stats.json_safe(asdict(self))
 
     def group(self, name: str) -> Group:
         for group in (*self.test_cases, *self.prompt_classes):
@@ -426,17 +426,6 @@ def _notes(run: Mapping[str, Any], cases: Sequence[Group], missing: Sequence[str
         if group.outputs_match is False:
             notes.append(f"{group.name}: outputs differ between requests at temperature 0")
     return notes
-
-
-def _plain(value: Any) -> Any:
-    """asdict output made JSON-safe: non-finite floats become None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def cross_stack_note(settings: Mapping[str, Any]) -> str:

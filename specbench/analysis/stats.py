@@ -163,3 +163,14 @@ def speedup(baseline: Sequence[float | None], speculative: Sequence[float | None
 def median_ci(values: Sequence[float | None], **options: Any) -> Interval:
     """The median with its bootstrap confidence interval (the report's error bars)."""
     return bootstrap_ci((clean(values),), median, **options)
+
+
+def json_safe(value: Any) -> Any:
+    """asdict output made JSON-safe: a non-finite float (an interval with no data) becomes None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

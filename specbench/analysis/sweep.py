@@ -197,7 +197,7 @@ class SweepAnalysis:
     servers_per_node: int
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(asdict(self))
+        return stats.json_safe(asdict(self))
 
 
 # --- pure pieces ---------------------------------------------------------------------------------
@@ -666,13 +666,3 @@ def _values(records: Iterable[RequestRecord], metric: str) -> list[float]:
 
 def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

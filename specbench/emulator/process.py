@@ -42,14 +42,26 @@ def emulators_in_subprocess(time_scale: float = 1.0, seed: int = 0, timeout_s: f
     """``specbench emulate`` for each service in its own process on a free loopback port (one
     event loop per server, as each vLLM server has its own); yields {service name: base URL}."""
     baseline_port, speculative_port = free_ports(2)
+    common = ["--baseline-port", str(baseline_port), "--speculative-port", str(speculative_port), "--time-scale", str(time_scale)]
+    common += ["--seed", str(seed)]
+    commands = {
+        "qwen-vllm": ([*common, "--only", "baseline"], baseline_port),
+        "qwen-sd-vllm": ([*common, "--only", "speculative"], speculative_port),
+    }
+    with emulate_processes(commands, timeout_s) as urls:
+        yield urls
+
+
+@contextlib.contextmanager
+def emulate_processes(commands: dict[str, tuple[list[str], int]], timeout_s: float = 30.0) -> Iterator[dict[str, str]]:
+    """One ``specbench emulate ARGS`` process per name (name -> (ARGS, its port)), each its own
+    interpreter; yields {name: base URL} once every one answers /health, and stops them all after."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
-    common = [sys.executable, "-m", "specbench", "emulate", "--baseline-port", str(baseline_port),
-              "--speculative-port", str(speculative_port), "--time-scale", str(time_scale), "--seed", str(seed)]  # fmt: skip
+    emulate = [sys.executable, "-m", "specbench", "emulate"]
     processes = [
-        subprocess.Popen([*common, "--only", only], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for only in ("baseline", "speculative")
+        subprocess.Popen([*emulate, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for args, _ in commands.values()
     ]
-    urls = {"qwen-vllm": f"http://127.0.0.1:{baseline_port}", "qwen-sd-vllm": f"http://127.0.0.1:{speculative_port}"}
+    urls = {name: f"http://127.0.0.1:{port}" for name, (_, port) in commands.items()}
     try:
         deadline = time.monotonic() + timeout_s
         while not all(_healthy(url) for url in urls.values()):
