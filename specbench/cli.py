@@ -145,8 +145,18 @@ def parser() -> argparse.ArgumentParser:
     source.add_argument("--run", help="instead: one multi-level run of the services (directory or s3://BUCKET/PREFIX/RUN_ID)")
     sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id or run id>)")
     sweep.add_argument("--metric", choices=("e2e", "tpot"), default="e2e", help="what the recommendation ranks by (default: end-to-end)")
-    sweep.add_argument("--slo-ttft-ms", type=positive_float, default=None, help="goodput: a request's TTFT limit")
-    sweep.add_argument("--slo-tpot-ms", type=positive_float, default=None, help="goodput: a request's time-per-output-token limit")
+    sweep.add_argument(
+        "--slo-ttft-ms",
+        type=positive_float,
+        default=None,
+        help="goodput: a request's TTFT limit (default: the deployment's sweep.slo_ttft_ms)",
+    )
+    sweep.add_argument(
+        "--slo-tpot-ms",
+        type=positive_float,
+        default=None,
+        help="goodput: a request's time-per-output-token limit (default: the deployment's sweep.slo_tpot_ms)",
+    )
     sweep.add_argument("--servers-per-node", type=positive_int, default=1, help="tokens/s per node = per server x this")
     sweep.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     sweep.add_argument("--no-charts", action="store_true", help="Markdown and JSON only (no matplotlib)")
@@ -377,7 +387,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        from specbench.analysis.sweep import E2E, TPOT, Slo, analyze_sweep, points_from_run
+        from specbench.analysis.sweep import E2E, TPOT, analyze_sweep, configured_slo, points_from_run
         from specbench.outputs.sweep_report import load_sweep_points, write_report
     except ImportError:  # the Job's zip leaves the analysis out
         print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
@@ -390,9 +400,10 @@ def command_sweep_report(args: argparse.Namespace) -> int:
             store = report_store(args.run, None, args.region)
             files = load_run(store)
             points, where, name = points_from_run(files.run, files.records, files.acceptance, store.location), store.location, store.run_id
+            runs = [files.run]
         else:
-            results = open_store(args.results, args.region)
-            points, name = load_sweep_points(results, args.sweep_id), args.sweep_id
+            results, runs = open_store(args.results, args.region), []
+            points, name = load_sweep_points(results, args.sweep_id, runs), args.sweep_id
             where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
     except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
         print(f"specbench: {error}", file=sys.stderr)
@@ -405,7 +416,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         points,
         sweep_id=name,
         metric=TPOT if args.metric == "tpot" else E2E,
-        slo=Slo(args.slo_ttft_ms, args.slo_tpot_ms),
+        slo=configured_slo(runs[0] if runs else {}, args.slo_ttft_ms, args.slo_tpot_ms),
         resamples=args.resamples,
         servers_per_node=args.servers_per_node,
     )

@@ -281,3 +281,10 @@ def test_a_coalescing_stream_gives_no_acceptance_and_a_note_naming_why() -> None
         "structured, q-k7-c1: no acceptance from /metrics, and the stream's is unreliable: the baseline baseline streamed 3 "
         "tokens in one chunk (case #0; 1 expected): a server or proxy coalesces chunks"
     ]
+
+
+def test_goodput_limits_default_to_the_deployments_sweep_slo() -> None:
+    run = {"plan": {"deployment": {"sweep": {"slo": {"ttft_ms": 2000, "tpot_ms": 50}}}}}
+    assert sweep.configured_slo(run) == Slo(2000, 50)
+    assert sweep.configured_slo(run, tpot_ms=40) == Slo(2000, 40)  # a flag wins
+    assert sweep.configured_slo({}) == Slo(None, None)

@@ -580,6 +580,13 @@ def _drift(
 # --- reading stored runs -------------------------------------------------------------------------
 
 
+def configured_slo(run: Mapping[str, Any], ttft_ms: float | None = None, tpot_ms: float | None = None) -> Slo:
+    """The goodput limits: those given, else the deployment's ``sweep.slo_*`` as the run's settings
+    snapshot recorded them (``plan.deployment.sweep.slo``), else none."""
+    configured = (((run.get("plan") or {}).get("deployment") or {}).get("sweep") or {}).get("slo") or {}
+    return Slo(ttft_ms if ttft_ms is not None else configured.get("ttft_ms"), tpot_ms if tpot_ms is not None else configured.get("tpot_ms"))
+
+
 def load_of_record(record: RequestRecord, default: Load) -> Load:
     level = getattr(record, "load_level", "")
     return Load.parse(level) if level else default

@@ -37,8 +37,9 @@ class _Folder:
         return self.store.read_text(self.prefix + key)
 
 
-def load_sweep_points(store: Any, sweep_id: str) -> list[Point]:
-    """Every point stored under ``sweeps/<sweep_id>/`` of a results store (specbench.store)."""
+def load_sweep_points(store: Any, sweep_id: str, runs: list[dict[str, Any]] | None = None) -> list[Point]:
+    """Every point stored under ``sweeps/<sweep_id>/`` of a results store (specbench.store); each
+    point's run.json is appended to ``runs`` when given (the deployment's settings are in it)."""
     base = f"{SWEEPS_PREFIX}{sweep_id}/"
     by_point: dict[str, list[str]] = {}
     for key in store.keys(base):
@@ -53,6 +54,8 @@ def load_sweep_points(store: Any, sweep_id: str) -> list[Point]:
         files = runfiles.RunFiles(
             json.loads(folder.read("run.json")), runfiles.load_records(folder, keys), runfiles.load_acceptance(folder, keys), keys
         )
+        if runs is not None:
+            runs.append(files.run)
         points += points_from_run(files.run, files.records, files.acceptance, f"{store.location.rstrip('/')}/{base}{point}")
     return points
 
