@@ -70,11 +70,13 @@ def emulators(time_scale: float, ks: Sequence[int], timeout_s: float = 60.0) -> 
         yield urls
 
 
-def point_plan(ks: Sequence[int], loads: Sequence[Load]) -> list[tuple[Variant, Load, int]]:
-    """Wave 0: the baseline at every load; wave 1: every k at every load; wave 2: the baseline again."""
+def point_plan(ks: Sequence[int], loads: Sequence[Load], repeat_baseline: bool = True) -> list[tuple[Variant, Load, int]]:
+    """Wave 0: the baseline at every load; wave 1: every k at every load; wave 2: the baseline again
+    (what the drift check compares; a test of the optimum alone can leave it out)."""
     base = Variant("baseline")
     spec = [Variant(f"qwen3-1-7b-k{k}", DRAFT_MODEL, k, "draft_model") for k in ks]
-    return [(base, load, 0) for load in loads] + [(v, load, 1) for v in spec for load in loads] + [(base, load, 2) for load in loads]
+    last = [(base, load, 2) for load in loads] if repeat_baseline else []
+    return [(base, load, 0) for load in loads] + [(v, load, 1) for v in spec for load in loads] + last
 
 
 def run_point(results: Path, sweep_id: str, url: str, variant: Variant, load: Load, wave: int, requests: int, tokens: int) -> str:
@@ -125,10 +127,11 @@ def sweep(
     sweep_id: str = "demo-sweep",
     resamples: int = 1000,
     loads: Sequence[Load] = LOADS,
+    repeat_baseline: bool = True,
 ) -> list[Recovered]:
     results = out / "results"
     with emulators(time_scale, KS) as urls:
-        for variant, load, wave in point_plan(KS, loads):
+        for variant, load, wave in point_plan(KS, loads, repeat_baseline):
             url = urls["baseline" if variant.is_baseline else f"k{variant.k}"]
             point = run_point(results, sweep_id, url, variant, load, wave, requests, tokens)
             print(f"  {point:<24} wave {wave}", flush=True)
