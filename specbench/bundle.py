@@ -198,10 +198,28 @@ def _entries(modules: Iterable[str], root: Path) -> dict[str, bytes]:
 def sources(package_dir: Path = PACKAGE_DIR) -> dict[str, bytes]:
     """Archive name -> content of what the Job's entry points import, and the data of those
     packages (the built-in suites), sorted by name."""
+    return dict(_sources_of(package_dir, _tree_state(package_dir)))
+
+
+def _tree_state(package_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file of the package with its mtime and size: what the walk's result depends on."""
+    return tuple(
+        sorted(
+            (path.relative_to(package_dir).as_posix(), (stat := path.stat()).st_mtime_ns, stat.st_size)
+            for path in package_dir.rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts
+        )
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _sources_of(package_dir: Path, state: tuple[tuple[str, int, int], ...]) -> tuple[tuple[str, bytes], ...]:
+    """One walk of the imports per version of the package (the app and the tests build the Job's
+    zip many times); ``state`` is the cache key."""
     name = package_dir.name
     entries = [e.replace(PACKAGE, name, 1) for e in JOB_ENTRIES]
     functions = {m.replace(PACKAGE, name, 1): f for m, f in JOB_FUNCTIONS.items()}
-    return _entries(imported_closure(entries, package_dir.parent, functions), package_dir.parent)
+    return tuple(_entries(imported_closure(entries, package_dir.parent, functions), package_dir.parent).items())
 
 
 def zipapp_bytes(package_dir: Path = PACKAGE_DIR) -> bytes:
@@ -209,9 +227,16 @@ def zipapp_bytes(package_dir: Path = PACKAGE_DIR) -> bytes:
     its modules compacted (``compact_source``): the zip rides inline in the benchmark's manifest,
     whose payload the kubectl provider limits (an update carries the old and the new one)."""
     entries = {name: compact_source(data) if name.endswith(".py") else data for name, data in sources(package_dir).items()}
-    return _zip_bytes({"__main__.py": MAIN.encode(), **entries})
+    return _zip_of(tuple({"__main__.py": MAIN.encode(), **entries}.items()))
 
 
+@functools.lru_cache(maxsize=8)
+def _zip_of(entries: tuple[tuple[str, bytes], ...]) -> bytes:
+    """One deflate per content (a synthesis and the tests build the same zip many times)."""
+    return _zip_bytes(dict(entries))
+
+
+@functools.lru_cache(maxsize=256)
 def compact_source(source: bytes) -> bytes:
     """``source`` with its comments and docstrings blanked and every line where it was, so a traceback
     from the Job names the repository's line. The code is unchanged: a docstring that is its body's
