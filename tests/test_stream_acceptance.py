@@ -205,3 +205,48 @@ def test_the_dashboard_names_the_stream_when_it_stands_in_for_metrics():
     assert _acceptance_cell(None, "stream", {"reliable": True, "acceptance_rate": 0.4}) == "40.0% (stream)"
     assert _acceptance_cell(None, "missing", {"reliable": False, "acceptance_rate": 1.8}) == "- (stream unreliable)"
     assert _acceptance_cell(None, "missing", {}) == "-"
+
+
+def test_a_server_without_spec_metrics_gets_its_acceptance_and_expected_speedup_from_the_stream(tmp_path):
+    """Neuron's 0.9.1 image reports no spec-decode metric (issue 13): the whole path, from a run of
+    the command line to the summary, takes the acceptance from the stream instead, and says so."""
+    import json
+
+    from specbench import cli
+    from specbench.analysis.aggregate import summarize_run
+    from specbench.results.runfiles import load_run
+    from specbench.results.store import LocalStore, RunStore
+
+    settings = tmp_path / "settings.json"
+    deployment = {"variants": [{"name": "base", "num_speculative_tokens": 0}, {"name": "sd", "num_speculative_tokens": K}]}
+    settings.write_text(json.dumps(deployment))
+    silent = dataclasses.replace(SPEC, spec_metrics=False)
+    with EmulatorServer(BASE) as base, EmulatorServer(silent) as spec:
+        code = cli.main(
+            ["run", "--endpoint", f"base={base.url}", "--endpoint", f"sd={spec.url}", "--results", str(tmp_path / "results")]
+            + ["--run-id", "nometrics", "--settings", str(settings), "--test-case", "counting", "--requests", "4"]
+            + ["--output-tokens", "40", "--no-publish", "--no-progress", "--ready-timeout", "5"]
+        )
+    assert code == 0
+    files = load_run(RunStore(LocalStore(tmp_path / "results"), "nometrics"))
+    assert files.acceptance["counting"]["sd"]["source"] == "missing"  # /metrics had nothing to read
+    summary = summarize_run(files.run, files.records, files.acceptance, baseline="base", resamples=100)
+    (comparison,) = summary.test_cases[0].comparisons
+    assert comparison.acceptance_source == "stream"
+    assert comparison.acceptance.a is not None and comparison.expected_speedup is not None
+    lengths = [r.acceptance_length for r in files.records if r.variant == "sd" and r.acceptance_length is not None]
+    assert len(lengths) == 4 and comparison.cross_check["stream"]["mean_acceptance_length"] == pytest.approx(sum(lengths) / len(lengths))
+    assert comparison.cross_check["mean_acceptance_length_difference"] is None  # nothing on /metrics to compare with
+
+
+def test_the_emulator_can_leave_every_spec_metric_out():
+    from specbench.emulator.server import main_emulate
+
+    with pytest.raises(SystemExit):
+        main_emulate(["--no-spec-metrics", "--time-scale", "0"])  # parsed, then refused for the time scale
+    with EmulatorServer(dataclasses.replace(SPEC, spec_metrics=False)) as server:
+        import urllib.request
+
+        with urllib.request.urlopen(server.url + "/metrics", timeout=5) as response:  # noqa: S310 - loopback
+            text = response.read().decode()
+    assert "vllm:generation_tokens" in text and "spec_decode" not in text

@@ -168,6 +168,9 @@ class EmulatorProfile:
     default_acceptance: float = 0.7
     seed: int = 0
     legacy_gauges: bool = False  # vLLM V0's metrics instead of V1's
+    # False: no spec-decode metric at all, as on Neuron's 0.9.1 image, whose V0 path speculates in
+    # NeuronSpeculationCausalLM and reports no spec_decode_worker_metrics (issue 13; REFERENCE.md section 5).
+    spec_metrics: bool = True
     ready_after_s: float = 0.0
     faults: Mapping[int, str] = field(default_factory=dict, hash=False)  # request ordinal -> fault kind
     stall_s: float = 30.0
@@ -187,6 +190,7 @@ class EmulatorProfile:
         _require(_is_int(self.seed), "seed", "an integer", self.seed)
         _require(_is_int(self.coalesce_chunks) and self.coalesce_chunks >= 0, "coalesce_chunks", "an integer >= 0", self.coalesce_chunks)
         _require(isinstance(self.legacy_gauges, bool), "legacy_gauges", "a bool", self.legacy_gauges)
+        _require(isinstance(self.spec_metrics, bool), "spec_metrics", "a bool", self.spec_metrics)
         p = self.default_acceptance
         _require(_is_number(p) and 0 <= p <= 1, "default_acceptance", "a probability in [0, 1]", p)
         pairs = tuple(tuple(pair) if isinstance(pair, (tuple, list)) else (pair,) for pair in self.acceptance)
@@ -378,7 +382,7 @@ class _Collector(Collector):
         yield success
         yield _counter("vllm:prompt_tokens", "Prefill tokens processed.", model, n.prompt_tokens)
         yield _counter("vllm:generation_tokens", "Generation tokens processed.", model, n.generation_tokens)
-        if not k:
+        if not k or not profile.spec_metrics:
             return
         if profile.legacy_gauges:
             # vLLM V0 (engine/metrics.py, spec_decode/metrics.py): two gauges, absent until the first
@@ -877,6 +881,11 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--legacy-gauges", action="store_true", help="expose vLLM V0's speculative metrics")
     parser.add_argument(
+        "--no-spec-metrics",
+        action="store_true",
+        help="expose no speculative metric, as Neuron's 0.9.1 image (acceptance then comes from the stream)",
+    )
+    parser.add_argument(
         "--coalesce-chunks",
         type=int,
         default=0,
@@ -895,7 +904,11 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
         parser.error("--coalesce-chunks must be >= 0")
     profiles = {
         name: dataclasses_replace(
-            profile, seed=args.seed, legacy_gauges=args.legacy_gauges and profile.speculative, coalesce_chunks=args.coalesce_chunks
+            profile,
+            seed=args.seed,
+            legacy_gauges=args.legacy_gauges and profile.speculative,
+            spec_metrics=not args.no_spec_metrics,
+            coalesce_chunks=args.coalesce_chunks,
         )
         for name, profile in default_profiles(args.time_scale).items()
     }
