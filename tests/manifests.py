@@ -72,3 +72,15 @@ def differences(a: dict, b: dict) -> set[str]:
     """Paths whose values differ, or that exist on one side only."""
     fa, fb = flatten(a), flatten(b)
     return {k for k in fa.keys() | fb.keys() if fa.get(k, object()) != fb.get(k, object())}
+
+
+# The labels and annotations a speculative service's Deployment may differ in from the baseline's
+# (the parity tests of tests/test_serving_charts.py and tests/test_serving_stacks.py).
+VARIANT_LABELS = (
+    "app.kubernetes.io/instance",
+    "specdecode/variant",
+    "specdecode/method",
+    "specdecode/draft-model",
+    "specdecode/speculative-tokens",
+)
+VARIANT_ANNOTATIONS = ("specdecode/compiled-artifacts", "specdecode/draft-model", "specdecode/speculator")

@@ -15,7 +15,7 @@ from charts.model_cache import model_cache_objects
 from charts.vllm import deployment
 from config import ConfigError, capacity, catalog, layout, load_config
 from conftest import BUCKET
-from manifests import differences, pod_requests, quantity
+from manifests import VARIANT_ANNOTATIONS, VARIANT_LABELS, differences, pod_requests, quantity
 
 
 def _objects(dist):
@@ -29,14 +29,6 @@ def _find(dist, kind, name):
 
 # --- parity ---------------------------------------------------------------------------------------
 
-VARIANT_LABELS = (
-    "app.kubernetes.io/instance",
-    "specdecode/variant",
-    "specdecode/method",
-    "specdecode/draft-model",
-    "specdecode/speculative-tokens",
-)
-VARIANT_ANNOTATIONS = ("specdecode/compiled-artifacts", "specdecode/draft-model", "specdecode/speculator")
 POD = "spec.template.spec"
 # Everything the speculative Deployment may differ in: its name and labels, the draft model and k
 # (speculative config), the speculation method (fused speculation), its own compiled artifacts,

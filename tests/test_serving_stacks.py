@@ -17,20 +17,12 @@ from charts.spec import settings_snapshot
 from charts.vllm import deployment
 from config import ConfigError, catalog, load_config, serving_stacks
 from conftest import BUCKET
-from manifests import differences
+from manifests import VARIANT_ANNOTATIONS, VARIANT_LABELS, differences
 
 NEURON = serving_stacks.VLLM_NEURON_STACK
 REFERENCE = serving_stacks.REFERENCE_STACK
 POD = "spec.template.spec"
 ARGS = f"{POD}.containers[vllm].args"
-VARIANT_LABELS = (
-    "app.kubernetes.io/instance",
-    "specdecode/variant",
-    "specdecode/method",
-    "specdecode/draft-model",
-    "specdecode/speculative-tokens",
-)
-VARIANT_ANNOTATIONS = ("specdecode/compiled-artifacts", "specdecode/draft-model", "specdecode/speculator")
 # What the speculative service may differ in on any stack: name, labels, its own compiled
 # artifacts, waiting for the speculator's weights too, and the speculative config.
 COMMON_DIFFERENCES = {
