@@ -135,3 +135,9 @@ def write_run(
         store.write(f"acceptance/{case.name}.json", json.dumps(acceptance_for(case)))
     store.write("run.json", json.dumps(run))
     return run
+
+
+def emulated_run_args(baseline, speculative, results, *extra: str) -> list[str]:
+    """``specbench run`` against the two in-process emulators (baseline first), into ``results``."""
+    endpoints = ["--endpoint", f"{BASELINE}={baseline.url}", "--endpoint", f"{SPECULATIVE}={speculative.url}"]
+    return ["run", *endpoints, "--results", str(results), "--no-progress", "--ready-timeout", "5", *extra]

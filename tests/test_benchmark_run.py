@@ -25,6 +25,7 @@ from specbench.prompts.suite import DEFAULT_SUITE
 from specbench.results.records import INTERRUPTED, RequestRecord, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 from specbench.runner import EngineFailed, Runner, RunPlan
+from tests.runs import emulated_run_args
 
 SCALE = 0.1  # 4.5 ms target steps: fast, still far above loopback latency
 TWO_CASES = ["--test-case", "counting", "--test-case", "shakespeare"]
@@ -38,21 +39,7 @@ def servers():
 
 
 def run_args(baseline, speculative, results, *extra):
-    return [
-        "run",
-        "--endpoint",
-        f"qwen-vllm={baseline.url}",
-        "--endpoint",
-        f"qwen-sd-vllm={speculative.url}",
-        "--results",
-        str(results),
-        "--output-tokens",
-        "40",
-        "--no-progress",
-        "--ready-timeout",
-        "5",
-        *extra,
-    ]
+    return emulated_run_args(baseline, speculative, results, "--output-tokens", "40", *extra)
 
 
 def stored(results, run_id):

@@ -18,6 +18,7 @@ from specbench.prompts import datasets
 from specbench.prompts.suite import SuiteError, load_suite, parse_suite
 from specbench.results.records import read_jsonl
 from specbench.results.store import LocalStore, RunStore
+from tests.runs import emulated_run_args
 
 FIXTURE = Path(__file__).parents[1] / "specbench" / "prompts" / "fixtures" / "classes.jsonl"
 FIXTURE_SHA = hashlib.sha256(FIXTURE.read_bytes()).hexdigest()
@@ -177,22 +178,7 @@ def servers():
 
 
 def run_args(baseline, speculative, results, *extra):
-    return [
-        "run",
-        "--endpoint",
-        f"qwen-vllm={baseline.url}",
-        "--endpoint",
-        f"qwen-sd-vllm={speculative.url}",
-        "--results",
-        str(results),
-        "--no-progress",
-        "--ready-timeout",
-        "5",
-        "--no-publish",
-        "--requests",
-        "4",
-        *extra,
-    ]
+    return emulated_run_args(baseline, speculative, results, "--no-publish", "--requests", "4", *extra)
 
 
 def test_a_dataset_suite_runs_offline_and_run_json_names_its_sources(servers, tmp_path):
