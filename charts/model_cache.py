@@ -78,6 +78,14 @@ def bucket_volume(spec: ModelCacheSpec, claim: str, prefix: str) -> tuple[dict[s
     return pv, pvc
 
 
+# charts/scripts/fill_model_cache.py HEAD_MISMATCH (tests/test_model_cache_script.py keeps them equal).
+HEAD_MISMATCH_EXIT_CODE = 3
+
+
+def head_mismatch_rule() -> dict[str, Any]:
+    return {"action": "FailJob", "onExitCodes": {"containerName": "fill", "operator": "In", "values": [HEAD_MISMATCH_EXIT_CODE]}}
+
+
 def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     """The Job that fills models/. Its name carries a hash of what it does: a Job's pod template is
     immutable, so a changed model list or image creates a new Job (the old one is pruned)."""
@@ -85,6 +93,8 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     if spec.eagle3_heads:  # only then: the reference plan's Job keeps its name
         job_settings["eagle3_heads"] = list(spec.eagle3_heads)
     heads = [arg for head in spec.eagle3_heads for arg in ("--eagle3-head", head)]
+    if spec.eagle3_heads:
+        heads += ["--eagle3-target", spec.eagle3_target]
     job = capacity.MODEL_CACHE_JOB
     container: dict[str, Any] = {
         "name": "fill",
@@ -156,6 +166,10 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         # A stalled download fails the pod (the Hub client's read timeout) and counts as a retry.
         "spec": {
             "backoffLimit": 4,
+            # A head that cannot pair with the target fails the same way on every try: fail the Job
+            # at once (the script's HEAD_MISMATCH exit code; Kubernetes "Pod failure policy", batch/v1
+            # podFailurePolicy, needs restartPolicy Never).
+            **({"podFailurePolicy": {"rules": [head_mismatch_rule()]}} if spec.eagle3_heads else {}),
             "template": {"metadata": {"labels": {"app.kubernetes.io/name": "model-cache"}}, "spec": pod_spec},
         },
     }

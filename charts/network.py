@@ -11,7 +11,8 @@ file relies on:
   incorrectly blocked"; the Kubernetes docs say the same of every implementation: "Pods cannot ...
   block access from their resident node").
 - ``ipBlock.except``: honoured since agent v1.0.4 (VPC CNI v1.15.1; aws/aws-network-policy-agent
-  issues 92 and 120).
+  issue 78, fixed by PR 58). The EKS user guide's page gives 1.14 as the minimum VPC CNI for network
+  policies at all, which is too old for this one.
 - Only pods with ``metadata.ownerReferences`` get policies ("Standalone Pods ... can't have network
   policies applied to them": EKS user guide, cni-network-policy.html "Considerations";
   aws/aws-network-policy-agent issue 327). Every pod here comes from a Deployment or a Job; a bare

@@ -71,8 +71,11 @@ def neuron_settings(spec: VllmServiceSpec) -> tuple[str, dict[str, Any]]:
         # `--additional-config '{"neuron_config": {...}}'`, and on-device sampling (`on_device_sampling_config`,
         # exactly as shown there and in the Neuron 2.33.0 docs' vllm-neuron/docs/design/vllm/additional-config.md)
         # is required for on-device rejection sampling. Given to every service of
-        # the stack alike, so the baseline samples as the speculative service does. Its documented
-        # examples are greedy; the configuration rules therefore require temperature 0 on this stack.
+        # the stack alike, so the baseline samples as the speculative service does. Sampling is not
+        # greedy-only there (its configuration reference shows a {"temperature": "0.7"} example); what is
+        # greedy is the on-device rejection sampler of speculative decoding. The comparison runs at
+        # temperature 0 so both services produce the same output (exactness is checked), and the
+        # configuration rules require it on this stack.
         return "--additional-config", {"neuron_config": {"on_device_sampling_config": {"temperature": "0"}}}
     # The 0.9.1 image (Neuron's V0 fork): `--override-neuron-config`. The logical-core setting is
     # passed explicitly: NxD Inference's default differs between releases, and it must equal the

@@ -198,8 +198,10 @@ class ModelCacheSpec:
     kubernetes_version: str = "1.35"
     # The vLLM pods' port: the namespace's network policy opens it to the benchmark only.
     serving_port: int = layout.SERVING_PORT
-    # Models among ``models`` that are EAGLE3 heads: the fill script adapts their config.json.
+    # Models among ``models`` that are EAGLE3 heads: the fill script checks each against the target's
+    # config.json (``eagle3_target``) and adapts its config.json.
     eagle3_heads: tuple[str, ...] = ()
+    eagle3_target: str = ""
 
 
 @dataclass(frozen=True)
@@ -262,6 +264,7 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         kubernetes_version=config.cluster.kubernetes_version,
         serving_port=shared.port,
         eagle3_heads=heads,
+        eagle3_target=s.target_model if heads else "",
     )
     return ServingPlan(cache, services)
 

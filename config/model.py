@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from . import serving_stacks
+
 OFFLINE_ACCOUNT = "123456789012"
 OFFLINE_REGION = "us-east-2"
 
@@ -133,9 +135,11 @@ class ServingSettings:
         "Qwen/Qwen3-1.7B", "Draft model of the speculative service under method `draft`; must share the target's tokenizer family."
     )
     speculator_head: str = setting(
-        "AngelSlim/Qwen3-32B_eagle3",
+        serving_stacks.DEFAULT_HEAD,
         "Trained EAGLE3 head of the speculative service under method `eagle3` (Hugging Face id); it must have been trained "
-        "for `serving.target_model`. The model cache adapts its `config.json` architecture to the plugin's (unverified).",
+        "for `serving.target_model`, and a known head must match its geometry (head dim, KV heads, hidden size, vocabulary, "
+        "SafeTensors; config/serving_stacks.py `HEAD_GEOMETRY`). The model cache checks the published `config.json` against "
+        "the target's and gives it the architecture name the plugin registers, before anything compiles.",
     )
     speculator_head_target: str = setting(
         "",

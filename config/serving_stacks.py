@@ -85,7 +85,8 @@ STACKS: dict[str, ServingStack] = {
                 ),
             ),
             # "NxD Inference and NxD Core are legacy frameworks, announced end of support starting the Neuron 2.34
-            # release" (awsdocs-neuron.readthedocs-hosted.com/en/latest/_sources/inference.rst, modified 2026-08-28).
+            # release": the Neuron docs' inference-legacy/index.rst (modified 2026-08-28) and the end-of-support
+            # announcement of 2026-10-16.
             end_of_support="NxD Inference in maintenance since SDK 2.30; end of support announced starting SDK 2.34",
             verified="the reference write-up ran this recipe on trn2.48xlarge (its figures are secondary, REFERENCE.md section 2)",
         ),
@@ -127,6 +128,150 @@ KNOWN_HEADS: dict[str, str] = {
     "RedHatAI/Qwen3-32B-speculator.eagle3": "Qwen/Qwen3-32B",
     "thoughtworks/Qwen3-32B-Eagle3": "Qwen/Qwen3-32B",
 }
+
+SAFETENSORS = "safetensors"
+PICKLE = "bin"
+# The fields a head must share with its target on the vLLM-Neuron plugin, and why. The reasons are
+# read from the plugin's source (vllm-project/vllm-neuron, commit 09006a4 and the recipes):
+# - head_dim and num_key_value_heads: EagleProposer.validate_same_kv_cache_group
+#   (vllm_neuron/vllm/spec_decode/eagle.py) asserts that the draft's layers share the target's
+#   KV-cache group, whose page shape is KV heads x head dim; the Qwen3 recipe
+#   (docs/model-recipes/qwen3.md, Limitations) says "BF16 and head_dim=128 only".
+# - hidden_size: the head reads the target's hidden states (EagleProposer builds its input as
+#   3 x the hidden size, and compile_and_load_draft_model overrides the draft's hidden_size with
+#   the target's, which only pads a smaller one: a head trained on another width reads garbage).
+# - vocab_size: the head's token ids are the target's (its draft vocabulary maps into them).
+# - weights: the plugin's models load SafeTensors checkpoints only (vllm_neuron/model/qwen3/model.py
+#   imports vllm_neuron.utils.checkpoints.SafetensorsCheckpoint; no pickle loader is imported).
+PAIRING_REASONS: dict[str, str] = {
+    "head_dim": "the plugin keeps the draft's layers in the target's KV-cache group (validate_same_kv_cache_group)",
+    "num_key_value_heads": "the plugin keeps the draft's layers in the target's KV-cache group (validate_same_kv_cache_group)",
+    "hidden_size": "the head reads the target's hidden states",
+    "vocab_size": "the head proposes the target's token ids",
+    "weight_format": "the plugin loads SafeTensors only",
+}
+
+
+@dataclass(frozen=True)
+class ModelGeometry:
+    """What a model's (or head's) config.json says, as far as pairing a head with a target needs.
+
+    None means the fact could not be read from a public source; the field's name is then listed in
+    `unverified` and the pairing check skips it at synth (the model-cache Job checks the real
+    config.json before anything compiles, charts/scripts/fill_model_cache.py)."""
+
+    hidden_size: int | None
+    num_attention_heads: int | None
+    num_key_value_heads: int | None
+    head_dim: int | None
+    vocab_size: int | None  # the target vocabulary (a head's draft vocabulary may be smaller)
+    weight_format: str | None  # SAFETENSORS or PICKLE
+    architecture: str | None  # the label in config.json `architectures`
+    revision: str | None  # the Hub commit the facts were read at
+    source: str  # where each fact was read
+    draft_vocab_size: int | None = None
+
+    @property
+    def unverified(self) -> tuple[str, ...]:
+        facts = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "weight_format")
+        return tuple(f for f in (*facts, "architecture", "revision") if getattr(self, f) is None)
+
+
+# Targets whose geometry is known. Qwen/Qwen3-32B at 9216db5 (the revision public code pins with its
+# config's sha256, e.g. a Qwen3-32B EAGLE3 benchmark's TARGET_REVISION): hidden 5120, 64 query heads,
+# 8 KV heads x 128 (the plugin's own Qwen3 model, vllm_neuron/model/qwen3/model.py: "Reference model:
+# Qwen/Qwen3-32B (dense, 64Q/8KV GQA, head_dim=128"), vocabulary 151936 (RedHatAI's speculator config
+# names it as its verifier's vocab_size), 17 SafeTensors shards.
+TARGET_GEOMETRY: dict[str, ModelGeometry] = {
+    "Qwen/Qwen3-32B": ModelGeometry(
+        hidden_size=5120,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        weight_format=SAFETENSORS,
+        architecture="Qwen3ForCausalLM",
+        revision="9216db5781bf21249d130ec9da846c4624c16137",
+        source="vllm-neuron docs/model-recipes/qwen3.md and model/qwen3/model.py; public pins of config.json at 9216db5",
+    ),
+}
+
+# Each known head's config.json as far as public copies show it. Nothing here was read from the Hub
+# itself (out of reach from where this project is built); what no public copy shows is None.
+HEAD_GEOMETRY: dict[str, ModelGeometry] = {
+    # Tencent/AngelSlim issue 5: the published heads set head_dim = hidden_size / num_attention_heads
+    # ("to fit sglang/vllm"), 80 for Qwen3-32B's 5120 / 64, and a later comment says vLLM then cannot
+    # allocate the KV cache (the draft's page size differs). A public SGLang-based project reports it
+    # "has 80-wide attention heads (the model has 128) and crashed SGLang". Public loader code reads its
+    # weights as pytorch_model.bin (use_safetensors=False). Its published revision, KV heads,
+    # vocabulary and architecture label were not read (AngelSlim's training config for new heads,
+    # angelslim/compressor/speculative/train/configs/qwen3-32b-eagle3.json, says head_dim 128: not
+    # what the published head has).
+    "AngelSlim/Qwen3-32B_eagle3": ModelGeometry(
+        hidden_size=5120,
+        num_attention_heads=64,
+        num_key_value_heads=None,
+        head_dim=80,
+        vocab_size=None,
+        weight_format=PICKLE,
+        architecture=None,
+        revision=None,
+        source="Tencent/AngelSlim issue 5; public reports of its 80-wide heads and pytorch_model.bin",
+    ),
+    # A public speculative-decoding project validates this head at dc84fe7 against its config.json's
+    # sha256 (eaeecf9f...) before loading: architectures ["Eagle3Speculator"] (the speculators format:
+    # vLLM maps it to Eagle3LlamaForCausalLM when transformer_layer_config.model_type is "llama",
+    # vllm/transformers_utils/configs/speculators/algos.py update_eagle3), transformer_layer_config
+    # hidden 5120, 64 heads, 8 KV heads, head_dim 128, vocab_size 151936; draft_vocab_size 32000; one
+    # model.safetensors of 3,121,274,856 bytes.
+    "RedHatAI/Qwen3-32B-speculator.eagle3": ModelGeometry(
+        hidden_size=5120,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        weight_format=SAFETENSORS,
+        architecture="Eagle3Speculator",
+        revision="dc84fe7ff1db31efa824776f49c141fc8195eb47",
+        source="public preflight of the pinned config.json (sha256 eaeecf9f0c63...) and model.safetensors",
+        draft_vocab_size=32000,
+    ),
+    # Public code pins ba10360 (config sha256 47c995bf...) and builds the head from its config:
+    # hidden 5120, 64 query heads, 8 KV heads x 128 ("uses the target model's explicit 64Q/8KV x 128
+    # geometry"), intermediate 25600, draft_vocab_size 32000; a public SGLang-based project reports
+    # that it works where AngelSlim's crashed. Its target vocab_size, architecture label and weight
+    # format were not read.
+    "thoughtworks/Qwen3-32B-Eagle3": ModelGeometry(
+        hidden_size=5120,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=None,
+        weight_format=None,
+        architecture=None,
+        revision="ba10360e72cc5208048695e713c2d45781921013",
+        source="public code pinning config.json at ba10360 (sha256 47c995bf777e...)",
+        draft_vocab_size=32000,
+    ),
+}
+
+# The default head of the vllm-neuron stack: the only known head with every pairing fact read at a
+# pinned revision, every one matching Qwen3-32B, in the format vLLM itself maps to the plugin's
+# registered Eagle3LlamaForCausalLM. AngelSlim's fails on head_dim (80) and weights (.bin).
+DEFAULT_HEAD = "RedHatAI/Qwen3-32B-speculator.eagle3"
+
+
+def pairing_problems(head: ModelGeometry, target: ModelGeometry) -> list[tuple[str, str]]:
+    """(field, reason) for every fact that stops the head pairing with the target on the plugin.
+    A fact unknown on either side is not judged here (the model-cache Job checks it)."""
+    found: list[tuple[str, str]] = []
+    for field in ("head_dim", "num_key_value_heads", "hidden_size", "vocab_size"):
+        h, t = getattr(head, field), getattr(target, field)
+        if h is not None and t is not None and h != t:
+            found.append((field, f"{field} is {h}, the target's is {t}: {PAIRING_REASONS[field]}"))
+    if head.weight_format is not None and head.weight_format != SAFETENSORS:
+        found.append(("weight_format", f"weights are .{head.weight_format}, not SafeTensors: {PAIRING_REASONS['weight_format']}"))
+    return found
 
 
 def stack_of_method(method_id: str) -> list[str]:

@@ -350,7 +350,7 @@ def speculation_problems(
 
 def _head_problems(key: str, head: str, target: str, head_target: str) -> Iterable[Problem]:
     """A head reads the target's hidden states: it works only with the target it was trained for."""
-    known = ", ".join(f"{h} (for {t})" for h, t in serving_stacks.KNOWN_HEADS.items() if t == target)
+    known = ", ".join(f"{h} (for {t})" for h, t in serving_stacks.KNOWN_HEADS.items() if t == target and _pairs(h, t))
     if not head_target:
         yield Problem(
             key,
@@ -366,6 +366,31 @@ def _head_problems(key: str, head: str, target: str, head_target: str) -> Iterab
             f"was trained for {head_target}, not for the target {target}",
             known or f"a head trained for {target}",
             depends_on=("serving.target_model", "serving.speculator_head_target"),
+        )
+    else:
+        yield from _head_geometry_problems(key, head, target)
+
+
+def _pairs(head: str, target: str) -> bool:
+    """False only for a known head whose recorded geometry cannot pair with the known target."""
+    geometry, target_geometry = serving_stacks.HEAD_GEOMETRY.get(head), serving_stacks.TARGET_GEOMETRY.get(target)
+    return geometry is None or target_geometry is None or not serving_stacks.pairing_problems(geometry, target_geometry)
+
+
+def _head_geometry_problems(key: str, head: str, target: str) -> Iterable[Problem]:
+    """A known head whose recorded geometry cannot pair with a known target (config/serving_stacks.py
+    HEAD_GEOMETRY, TARGET_GEOMETRY): one line naming every field that fails and why."""
+    geometry, target_geometry = serving_stacks.HEAD_GEOMETRY.get(head), serving_stacks.TARGET_GEOMETRY.get(target)
+    if geometry is None or target_geometry is None:
+        return  # unknown here: the model-cache Job checks the real config.json before anything compiles
+    found = serving_stacks.pairing_problems(geometry, target_geometry)
+    if found:
+        pairing = [h for h, t in serving_stacks.KNOWN_HEADS.items() if t == target and _pairs(h, t)]
+        yield Problem(
+            key,
+            head,
+            f"cannot pair with {target}: " + "; ".join(reason for _, reason in found),
+            ", ".join(pairing) or f"a head with {target}'s geometry",
         )
 
 
@@ -399,12 +424,14 @@ def stack_problems(s: ServingSettings, temperature: float) -> Iterable[Problem]:
         )
     on_plugin = serving_stacks.VLLM_NEURON_STACK in (s.stack, s.baseline_stack)
     if on_plugin and temperature != 0.0:
-        # The plugin's documented speculative and on-device sampling configurations are greedy
-        # (charts/serving_stack.py); nothing else is shown, so nothing else is deployed.
+        # Not because the plugin samples greedily only (its configuration reference shows a temperature
+        # 0.7 example): the on-device rejection sampler of speculative decoding is greedy, and at
+        # temperature 0 both services must give the same output, which is how exactness is checked.
         yield Problem(
             "benchmark.temperature",
             temperature,
-            f"is not greedy, and only greedy sampling is documented on serving stack {serving_stacks.VLLM_NEURON_STACK}",
+            f"is not 0: on serving stack {serving_stacks.VLLM_NEURON_STACK} the speculative decoding's on-device rejection "
+            "sampler is greedy, and the comparison needs the same output from both services",
             "0.0",
         )
 
@@ -664,7 +691,8 @@ def addon_rules(c: PlatformConfig) -> Iterable[Problem]:
             a.vpc_cni_version,
             (1, 15, 1),
             # The app namespace's egress policy uses ipBlock.except, honoured since network policy agent
-            # v1.0.4, shipped with VPC CNI v1.15.1 (charts/network.py cites the agent's issues).
+            # v1.0.4, shipped with VPC CNI v1.15.1 (aws/aws-network-policy-agent issue 78, PR 58; not the
+            # EKS user guide, whose page says 1.14 for network policies in general).
             "the egress policy's ipBlock.except needs v1.15.1+",
         ),
     ):

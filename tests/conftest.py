@@ -56,12 +56,12 @@ VARIANT_CONTEXT = {
     # The second serving stack (EAGLE3 head) goes through the full synth, cfn-lint and cdk-nag here,
     # at no extra synthesis.
     "serving.stack": "vllm-neuron",
-    "serving.extra_speculative_variants": "qwen-sd-k4:AngelSlim/Qwen3-32B_eagle3:4",
+    "serving.extra_speculative_variants": "qwen-sd-k4:thoughtworks/Qwen3-32B-Eagle3:4",
     "neuron_nodes.max_size": "2",
     # A sweep, started on deploy: the three services fill a node and a half, the second node's
     # other half takes one sweep pod at a time.
     "neuron_nodes.desired_size": "2",
-    "sweep.variants": "e3-k5:AngelSlim/Qwen3-32B_eagle3:5",
+    "sweep.variants": "e3-k5:thoughtworks/Qwen3-32B-Eagle3:5",
     "sweep.start_on_deploy": "true",
     "results.dashboard_name": "SpecDecode-Variant",
     "results.refresh_minutes": "1",

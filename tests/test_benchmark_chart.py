@@ -187,8 +187,8 @@ def test_endpoints_are_every_service_of_the_plan_baseline_first():
     settings = json.loads(extra.settings_json)
     assert [(v["name"], v["draft_model"], v["num_speculative_tokens"], v["method"]) for v in settings["variants"]] == [
         ("qwen-vllm", "", 0, "none"),
-        ("qwen-sd-vllm", "AngelSlim/Qwen3-32B_eagle3", 7, "eagle3"),
-        ("qwen-sd-k4", "AngelSlim/Qwen3-32B_eagle3", 4, "eagle3"),
+        ("qwen-sd-vllm", "RedHatAI/Qwen3-32B-speculator.eagle3", 7, "eagle3"),
+        ("qwen-sd-k4", "thoughtworks/Qwen3-32B-Eagle3", 4, "eagle3"),
     ]
 
 

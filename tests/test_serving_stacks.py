@@ -109,23 +109,23 @@ def test_the_stack_sets_image_and_method_unless_given():
         ),
         (
             {"serving__stack": NEURON, "serving__target_model": "Qwen/Qwen3-14B"},
-            "serving.speculator_head='AngelSlim/Qwen3-32B_eagle3': was trained for Qwen/Qwen3-32B, not for the target "
+            "serving.speculator_head='RedHatAI/Qwen3-32B-speculator.eagle3': was trained for Qwen/Qwen3-32B, not for the target "
             "Qwen/Qwen3-14B; allowed: a head trained for Qwen/Qwen3-14B",
         ),
         (
             {"serving__stack": NEURON, "serving__speculator_head": "someone/my-head"},
             "serving.speculator_head='someone/my-head': is a head whose target model is unknown; allowed: "
-            "AngelSlim/Qwen3-32B_eagle3 (for Qwen/Qwen3-32B), RedHatAI/Qwen3-32B-speculator.eagle3 (for Qwen/Qwen3-32B), "
+            "RedHatAI/Qwen3-32B-speculator.eagle3 (for Qwen/Qwen3-32B), "
             "thoughtworks/Qwen3-32B-Eagle3 (for Qwen/Qwen3-32B), or set serving.speculator_head_target",
         ),
         (
             {"serving__stack": NEURON, "serving__speculator_head": "someone/my-head", "serving__speculator_head_target": "Qwen/Qwen3-8B"},
             "serving.speculator_head='someone/my-head': was trained for Qwen/Qwen3-8B, not for the target Qwen/Qwen3-32B; "
-            "allowed: AngelSlim/Qwen3-32B_eagle3 (for Qwen/Qwen3-32B), RedHatAI/Qwen3-32B-speculator.eagle3 (for Qwen/Qwen3-32B), "
+            "allowed: RedHatAI/Qwen3-32B-speculator.eagle3 (for Qwen/Qwen3-32B), "
             "thoughtworks/Qwen3-32B-Eagle3 (for Qwen/Qwen3-32B)",
         ),
         (
-            {"serving__stack": NEURON, "serving__extra_speculative_variants": "qwen-e3-k9:AngelSlim/Qwen3-32B_eagle3:9"},
+            {"serving__stack": NEURON, "serving__extra_speculative_variants": "qwen-e3-k9:thoughtworks/Qwen3-32B-Eagle3:9"},
             "serving.extra_speculative_variants=9: is out of range; allowed: 2 to 7",
         ),
         (
@@ -136,7 +136,8 @@ def test_the_stack_sets_image_and_method_unless_given():
         ({"serving__stack": "vllm"}, "serving.stack='vllm': is not a serving stack; allowed: nxdi-draft, vllm-neuron"),
         (
             {"serving__stack": NEURON, "benchmark__temperature": 0.7},
-            "benchmark.temperature=0.7: is not greedy, and only greedy sampling is documented on serving stack vllm-neuron; allowed: 0.0",
+            "benchmark.temperature=0.7: is not 0: on serving stack vllm-neuron the speculative decoding's on-device rejection "
+            "sampler is greedy, and the comparison needs the same output from both services; allowed: 0.0",
         ),
     ],
 )
@@ -202,7 +203,7 @@ def test_vllm_neuron_container_has_only_documented_flags():
         "--additional-config",
         '{"neuron_config": {"on_device_sampling_config": {"temperature": "0"}}}',
         "--speculative-config",
-        '{"method": "eagle3", "model": "/models/AngelSlim/Qwen3-32B_eagle3", "num_speculative_tokens": 7}',
+        '{"method": "eagle3", "model": "/models/RedHatAI/Qwen3-32B-speculator.eagle3", "num_speculative_tokens": 7}',
     ]
     # No V0 switch and no NxD Inference framework variable: the plugin is V1 only.
     assert container["env"] == [
@@ -211,14 +212,14 @@ def test_vllm_neuron_container_has_only_documented_flags():
         {"name": "HF_HUB_OFFLINE", "value": "1"},
     ]
     assert "--speculative-config" not in service_container(base)["args"]
-    assert speculative.artifacts_dir().startswith("/neuron-artifacts/qwen3-32b-qwen3-32b-eagle3-k7-")
+    assert speculative.artifacts_dir().startswith("/neuron-artifacts/qwen3-32b-qwen3-32b-speculator.eagle3-k7-")
 
 
 def test_the_head_is_cached_like_a_model_and_marked_for_adaptation():
     cache = serving_plan(_config(serving__stack=NEURON), BUCKET).model_cache
     assert (cache.models, cache.eagle3_heads, cache.image) == (
-        ("Qwen/Qwen3-32B", "AngelSlim/Qwen3-32B_eagle3"),
-        ("AngelSlim/Qwen3-32B_eagle3",),
+        ("Qwen/Qwen3-32B", "RedHatAI/Qwen3-32B-speculator.eagle3"),
+        ("RedHatAI/Qwen3-32B-speculator.eagle3",),
         serving_stacks.STACKS[NEURON].image,
     )
     assert serving_plan(_config(), BUCKET).model_cache.eagle3_heads == ()
@@ -262,7 +263,7 @@ def test_the_fill_job_names_the_heads_it_adapts(stack_dist):
     stack, _, objects = stack_dist
     (job,) = [o for key, o in objects.items() if key.startswith("Job/model-cache-")]
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    expected = ["--eagle3-head", "AngelSlim/Qwen3-32B_eagle3"] if stack == NEURON else []
+    expected = ["--eagle3-head", "RedHatAI/Qwen3-32B-speculator.eagle3", "--eagle3-target", "Qwen/Qwen3-32B"] if stack == NEURON else []
     assert command[command.index("/scratch") + 1 : -2] == expected
 
 
@@ -330,7 +331,7 @@ def test_three_way_demo_settings_name_each_services_stack_and_method():
     assert [(v["name"], v["stack"], v["method"], v["draft_model"], v["num_speculative_tokens"]) for v in settings["variants"]] == [
         ("qwen-vllm", REFERENCE, "none", "", 0),
         ("qwen-sd-vllm", REFERENCE, "draft", "Qwen/Qwen3-1.7B", 7),
-        ("qwen-eagle3-vllm", NEURON, "eagle3", "AngelSlim/Qwen3-32B_eagle3", 5),
+        ("qwen-eagle3-vllm", NEURON, "eagle3", "RedHatAI/Qwen3-32B-speculator.eagle3", 5),
     ]
     assert settings["serving"]["comparison"] == "cross-stack" and reference["serving"]["comparison"] == "same stack"
 
@@ -411,3 +412,62 @@ def test_a_shared_spec_moves_to_another_stack_with_only_stack_image_and_method_c
     moved = on_stack(shared, NEURON)
     assert (moved.stack, moved.image, moved.speculation_method) == (NEURON, serving_stacks.STACKS[NEURON].image, "eagle3")
     assert dataclasses.replace(moved, stack=shared.stack, image=shared.image, speculation_method=shared.speculation_method) == shared
+
+
+# --- the heads' geometry ---------------------------------------------------------------------------------
+
+ANGELSLIM = "AngelSlim/Qwen3-32B_eagle3"
+ANGELSLIM_REFUSED = (
+    "cannot pair with Qwen/Qwen3-32B: head_dim is 80, the target's is 128: the plugin keeps the draft's layers in the "
+    "target's KV-cache group (validate_same_kv_cache_group); weights are .bin, not SafeTensors: the plugin loads "
+    "SafeTensors only; allowed: RedHatAI/Qwen3-32B-speculator.eagle3, thoughtworks/Qwen3-32B-Eagle3"
+)
+
+
+def test_every_known_head_records_its_geometry_and_says_what_was_not_read():
+    assert set(serving_stacks.HEAD_GEOMETRY) == set(serving_stacks.KNOWN_HEADS)
+    unread = {head: g.unverified for head, g in serving_stacks.HEAD_GEOMETRY.items()}
+    assert unread == {
+        ANGELSLIM: ("num_key_value_heads", "vocab_size", "architecture", "revision"),
+        "RedHatAI/Qwen3-32B-speculator.eagle3": (),
+        "thoughtworks/Qwen3-32B-Eagle3": ("vocab_size", "weight_format", "architecture"),
+    }
+    assert serving_stacks.TARGET_GEOMETRY["Qwen/Qwen3-32B"].unverified == ()
+
+
+def test_only_heads_that_pair_with_the_target_are_chosen_from():
+    target = serving_stacks.TARGET_GEOMETRY["Qwen/Qwen3-32B"]
+    verdicts = {h: [f for f, _ in serving_stacks.pairing_problems(g, target)] for h, g in serving_stacks.HEAD_GEOMETRY.items()}
+    assert verdicts == {
+        ANGELSLIM: ["head_dim", "weight_format"],
+        "RedHatAI/Qwen3-32B-speculator.eagle3": [],
+        "thoughtworks/Qwen3-32B-Eagle3": [],
+    }
+    default = serving_stacks.DEFAULT_HEAD
+    assert not verdicts[default] and serving_stacks.HEAD_GEOMETRY[default].unverified == ()
+
+
+@pytest.mark.parametrize("head", ["RedHatAI/Qwen3-32B-speculator.eagle3", "thoughtworks/Qwen3-32B-Eagle3"])
+def test_a_head_that_pairs_synthesizes(head):
+    assert _config(serving__stack=NEURON, serving__speculator_head=head).serving.speculator_head == head
+
+
+@pytest.mark.parametrize(
+    "context, key",
+    [
+        ({"serving__speculator_head": ANGELSLIM}, "serving.speculator_head"),
+        (
+            {"serving__extra_speculative_variants": f"qwen-e3-k4:{ANGELSLIM}:4", "neuron_nodes__max_size": 2},
+            "serving.extra_speculative_variants",
+        ),
+    ],
+)
+def test_synth_refuses_a_known_head_that_cannot_pair_in_one_line(context, key):
+    with pytest.raises(ConfigError) as err:
+        _config(serving__stack=NEURON, **context)
+    assert str(err.value) == f"config error: {key}={ANGELSLIM!r}: {ANGELSLIM_REFUSED}"
+
+
+def test_a_head_the_catalogue_does_not_know_is_left_to_the_model_cache_job():
+    config = _config(serving__stack=NEURON, serving__speculator_head="someone/my-head", serving__speculator_head_target="Qwen/Qwen3-32B")
+    assert serving_plan(config, BUCKET).model_cache.eagle3_heads == ("someone/my-head",)

@@ -8,9 +8,13 @@ at most one file sits on local disk at a time. Files already present with the ri
 skipped, so a failed Job resumes where it stopped. The marker is written last; the serving pods
 wait for it.
 
-EAGLE3 heads (``--eagle3-head``) are fetched like models, then their ``config.json`` is adapted so
-the vLLM-Neuron plugin can resolve the architecture; the Hub's file is kept beside it as
-``config.hub.json``. Why, and that it is unverified: ``NEURON_EAGLE3_ARCHITECTURE``.
+EAGLE3 heads (``--eagle3-head``) are checked against the target's ``config.json`` (``--eagle3-target``,
+filled first) as soon as their own ``config.json`` is in the cache, before their weights are copied
+and long before anything compiles: the architecture name the plugin will look them up under, head
+dim, KV heads, hidden size, vocabulary, SafeTensors present. A head that cannot pair fails the Job
+with one line naming the head and the field (exit code ``HEAD_MISMATCH``, which the Job's pod
+failure policy does not retry). A head that pairs gets the architecture name the plugin registers;
+the Hub's file is kept beside it as ``config.hub.json``.
 """
 
 from __future__ import annotations
@@ -25,15 +29,34 @@ from pathlib import Path
 
 MARKER = ".specdecode-complete"
 HUB_CONFIG = "config.hub.json"  # a head's config.json as published, before adapt_eagle3_config
-# The plugin's model registry names one EAGLE3 class (vllm-project/vllm-neuron
-# vllm_neuron/model/registry.py: "Eagle3LlamaForCausalLM"). Its EagleProposer prepends "Eagle3" to a
-# head's architecture unless present (docs/design/speculation/speculative_decoding_design.md), and
-# upstream vLLM keeps an architecture that starts or ends with "Eagle3" as is
-# (vllm/transformers_utils/configs/eagle.py). A head published as "LlamaForCausalLMEagle3" (the
-# SGLang-style name public heads use) would therefore be looked up under a name the plugin does
-# not register. Unverified on hardware: no source confirms that a renamed head then loads.
+HEAD_MISMATCH = 3  # the exit code of a head that cannot pair with the target (not retried)
+# How the vLLM-Neuron plugin finds a head's class (vllm-project/vllm-neuron at 09006a4,
+# vllm_neuron/vllm/spec_decode/eagle.py, EagleProposer.compile_and_load_draft_model): it takes the
+# draft model config's architecture and, for method eagle3, prepends "Eagle3" unless the name already
+# starts with it; the name must then be in its registry (vllm_neuron/model/registry.py get_models),
+# whose only EAGLE3 class is Eagle3LlamaForCausalLM. So, for each label a public head carries:
+# - "LlamaForCausalLM" -> looked up as "Eagle3LlamaForCausalLM": registered, kept as published;
+# - "Eagle3LlamaForCausalLM": kept;
+# - "LlamaForCausalLMEagle3" (SGLang/SpecForge style) -> would be "Eagle3LlamaForCausalLMEagle3":
+#   renamed to "Eagle3LlamaForCausalLM" (the same one-layer Llama decoder head);
+# - "Qwen3ForCausalLM", "Qwen3ForCausalLMEagle3" -> "Eagle3Qwen3ForCausalLM[Eagle3]": not registered,
+#   and a Qwen3-style layer carries q_norm/k_norm weights the Llama head has no place for: refused;
+# - "Eagle3Speculator" (the vllm-project/speculators format): upstream vLLM rewrites it to
+#   "Eagle3LlamaForCausalLM" when transformer_layer_config.model_type is "llama"
+#   (vllm/transformers_utils/configs/speculators/algos.py, update_eagle3), so it is kept as
+#   published; another layer type is refused.
+# Unverified on hardware: no source confirms that a head then loads on Neuron.
 NEURON_EAGLE3_ARCHITECTURE = "Eagle3LlamaForCausalLM"
-RENAMED_EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3",)
+REGISTERED_EAGLE3_ARCHITECTURES = (NEURON_EAGLE3_ARCHITECTURE,)
+RENAMED_EAGLE3_ARCHITECTURES = {"LlamaForCausalLMEagle3": NEURON_EAGLE3_ARCHITECTURE}
+SPECULATORS_LAYER_TYPES = {"llama": NEURON_EAGLE3_ARCHITECTURE}
+# Why each geometry field must match the target's (config/serving_stacks.py PAIRING_REASONS says the same).
+PAIRING_REASONS = {
+    "head_dim": "the plugin keeps the draft's layers in the target's KV-cache group (validate_same_kv_cache_group)",
+    "num_key_value_heads": "the plugin keeps the draft's layers in the target's KV-cache group (validate_same_kv_cache_group)",
+    "hidden_size": "the head reads the target's hidden states",
+    "vocab_size": "the head proposes the target's token ids",
+}
 # Not needed to serve: original (non-HF) checkpoints and git metadata.
 _SKIPPED_PREFIXES = ("original/",)
 _SKIPPED_NAMES = (".gitattributes",)
@@ -51,11 +74,78 @@ def wanted_files(files: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
     return sorted(files)
 
 
+class HeadMismatch(Exception):
+    """A head that cannot pair with the target; str() is the one line the Job prints."""
+
+
+def head_architecture(config: dict) -> tuple[str, str]:
+    """(name to write into config.json, problem): the name is the published one when the plugin finds
+    the head under it as is; the problem is empty unless the head cannot be registered."""
+    if config.get("speculators_model_type") == "eagle3":
+        published = (config.get("architectures") or ["?"])[0]
+        layer_type = (config.get("transformer_layer_config") or {}).get("model_type", "")
+        if layer_type in SPECULATORS_LAYER_TYPES:
+            return published, ""
+        return published, (
+            f"architecture: a speculators-format head of layer type {layer_type!r}, which vLLM does not map to "
+            f"{NEURON_EAGLE3_ARCHITECTURE}, the plugin's only EAGLE3 class"
+        )
+    architectures = config.get("architectures") or []
+    if not architectures:
+        return "", "architecture: config.json names no architectures"
+    label = architectures[0]
+    lookup = label if label.startswith("Eagle3") else f"Eagle3{label}"
+    if lookup in REGISTERED_EAGLE3_ARCHITECTURES:
+        return label, ""
+    if label in RENAMED_EAGLE3_ARCHITECTURES:
+        return RENAMED_EAGLE3_ARCHITECTURES[label], ""
+    return label, (
+        f"architecture: {label} would be looked up as {lookup}, which the plugin does not register "
+        f"(its EAGLE3 classes: {', '.join(REGISTERED_EAGLE3_ARCHITECTURES)})"
+    )
+
+
+def geometry(config: dict) -> dict:
+    """hidden_size, num_key_value_heads, head_dim, vocab_size of a model or head config.json. A
+    speculators-format head keeps its layer's geometry under transformer_layer_config; a head without
+    head_dim has hidden_size / num_attention_heads (transformers' default)."""
+    layer = config.get("transformer_layer_config") or config
+    hidden, heads = layer.get("hidden_size"), layer.get("num_attention_heads")
+    head_dim = layer.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None)
+    return {
+        "hidden_size": hidden,
+        "num_key_value_heads": layer.get("num_key_value_heads") or heads,
+        "head_dim": head_dim,
+        "vocab_size": layer.get("vocab_size"),
+    }
+
+
+def head_problems(head_config: dict, target_config: dict, files: Iterable[str]) -> list[str]:
+    """Every reason the head cannot pair with the target on the plugin, one "field: reason" each."""
+    problems = []
+    _, architecture_problem = head_architecture(head_config)
+    if architecture_problem:
+        problems.append(architecture_problem)
+    head, target = geometry(head_config), geometry(target_config)
+    for field in ("head_dim", "num_key_value_heads", "hidden_size", "vocab_size"):
+        if head[field] is None:
+            problems.append(f"{field}: missing from the head's config.json")
+        elif head[field] != target[field]:
+            problems.append(f"{field}: {head[field]}, the target's is {target[field]}; {PAIRING_REASONS[field]}")
+    files = list(files)
+    if not any(p.endswith(".safetensors") for p in files):
+        pickled = [p for p in files if p.endswith(_PICKLE_SUFFIXES)]
+        problems.append(f"weights: no SafeTensors file (found {', '.join(pickled) or 'none'}); the plugin loads SafeTensors only")
+    return problems
+
+
 def adapt_eagle3_config(config: dict) -> dict | None:
     """The head's config with an architecture the plugin registers, or None when it needs no change."""
+    name, problem = head_architecture(config)
     architectures = config.get("architectures") or []
-    renamed = [NEURON_EAGLE3_ARCHITECTURE if a in RENAMED_EAGLE3_ARCHITECTURES else a for a in architectures]
-    return None if renamed == architectures else {**config, "architectures": renamed}
+    if problem or not architectures or name == architectures[0]:
+        return None
+    return {**config, "architectures": [name, *architectures[1:]]}
 
 
 def adapt_head(dest: Path) -> dict:
@@ -73,8 +163,18 @@ def adapt_head(dest: Path) -> dict:
     return {"adapted": True, "architectures": adapted["architectures"], "published_architectures": original.get("architectures")}
 
 
-def fill_model(model: str, dest_root: Path, scratch: Path, list_files: ListFiles, download: Download, eagle3_head: bool = False) -> dict:
-    """Copy one model into the cache; returns what was done (also written to the marker)."""
+def fill_model(
+    model: str,
+    dest_root: Path,
+    scratch: Path,
+    list_files: ListFiles,
+    download: Download,
+    eagle3_head: bool = False,
+    target: str = "",
+) -> dict:
+    """Copy one model into the cache; returns what was done (also written to the marker). A head
+    (``eagle3_head``) is checked against ``target``'s cached config.json as soon as its own config.json
+    is in place, before any weight is copied; HeadMismatch names the head and every failing field."""
     dest = dest_root / model
     marker = dest / MARKER
     revision, files = list_files(model)
@@ -82,22 +182,29 @@ def fill_model(model: str, dest_root: Path, scratch: Path, list_files: ListFiles
         return {"model": model, "revision": revision, "copied": 0, "skipped": "complete"}
     copied = reused = 0
     total = 0
-    for path, size in wanted_files(files):
-        target = dest / path
+    wanted = wanted_files(files)
+    if eagle3_head:  # config.json first: the head is judged before its weights are fetched
+        wanted.sort(key=lambda f: f[0] != "config.json")
+        if not any(p == "config.json" for p, _ in wanted):
+            raise HeadMismatch(f"head {model}: config.json: the Hub lists none")
+    for path, size in wanted:
+        target_file = dest / path
         total += size
         if eagle3_head and path == "config.json" and (dest / HUB_CONFIG).is_file():
-            target = dest / HUB_CONFIG  # adapted before: the published copy is what the Hub's size describes
-        if target.is_file() and target.stat().st_size == size:
+            target_file = dest / HUB_CONFIG  # adapted before: the published copy is what the Hub's size describes
+        if target_file.is_file() and target_file.stat().st_size == size:
             reused += 1
-            continue
-        local = download(model, revision, path, scratch)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            target.unlink()  # a partial or older copy; S3 objects are replaced whole
-        shutil.copyfile(local, target)
-        local.unlink()
-        copied += 1
-        print(f"{model}: {path} ({size / 2**30:.2f} GiB)", flush=True)
+        else:
+            local = download(model, revision, path, scratch)
+            target_file.parent.mkdir(parents=True, exist_ok=True)
+            if target_file.exists():
+                target_file.unlink()  # a partial or older copy; S3 objects are replaced whole
+            shutil.copyfile(local, target_file)
+            local.unlink()
+            copied += 1
+            print(f"{model}: {path} ({size / 2**30:.2f} GiB)", flush=True)
+        if eagle3_head and path == "config.json":
+            check_head(model, json.loads(target_file.read_text()), dest_root, target, [p for p, _ in files])
     summary = {"model": model, "revision": revision, "copied": copied, "reused": reused, "bytes": total, "at": int(time.time())}
     if eagle3_head:
         summary["eagle3_head"] = adapt_head(dest)
@@ -105,6 +212,16 @@ def fill_model(model: str, dest_root: Path, scratch: Path, list_files: ListFiles
         marker.unlink()
     marker.write_text(json.dumps(summary, sort_keys=True))
     return summary
+
+
+def check_head(model: str, head_config: dict, dest_root: Path, target: str, files: list[str]) -> None:
+    """HeadMismatch unless the head pairs with the target whose config.json is already cached."""
+    target_config = dest_root / target / "config.json"
+    if not target or not target_config.is_file():
+        raise HeadMismatch(f"head {model}: target: the target's config.json is not in the cache ({target or 'no --eagle3-target'})")
+    problems = head_problems(head_config, json.loads(target_config.read_text()), files)
+    if problems:
+        raise HeadMismatch(f"head {model} cannot pair with {target}: " + "; ".join(problems))
 
 
 def _hub() -> tuple[ListFiles, Download]:
@@ -122,16 +239,24 @@ def _hub() -> tuple[ListFiles, Download]:
     return list_files, download
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, hub: Callable[[], tuple[ListFiles, Download]] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dest", type=Path, required=True, help="mounted models/ prefix of the bucket")
     parser.add_argument("--scratch", type=Path, required=True, help="local disk for one file at a time")
     parser.add_argument("--eagle3-head", action="append", default=[], help="a model that is an EAGLE3 head (repeatable)")
+    parser.add_argument("--eagle3-target", default="", help="the target model every head must pair with")
     parser.add_argument("models", nargs="+", help="Hugging Face model ids")
     args = parser.parse_args(argv)
-    list_files, download = _hub()
-    for model in args.models:
-        print(json.dumps(fill_model(model, args.dest, args.scratch, list_files, download, model in args.eagle3_head)), flush=True)
+    list_files, download = (hub or _hub)()
+    # The target (and every other plain model) first: a head is checked against its config.json.
+    ordered = sorted(args.models, key=lambda m: m in args.eagle3_head)
+    for model in ordered:
+        try:
+            summary = fill_model(model, args.dest, args.scratch, list_files, download, model in args.eagle3_head, args.eagle3_target)
+        except HeadMismatch as mismatch:
+            print(f"model-cache: {mismatch}", file=sys.stderr, flush=True)
+            return HEAD_MISMATCH
+        print(json.dumps(summary), flush=True)
     return 0
 
 

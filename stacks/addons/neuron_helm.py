@@ -6,11 +6,13 @@ the project installs the chart itself, pinned: the kubectl handler runs ``helm p
 
 The chart renders its parts into more than the release namespace, and creates none of them: the node
 problem detector goes to ``neuron-healthcheck-system`` (``npd.namespaceOverride`` in its values.yaml;
-templates npd-daemonset.yaml, npd-rbac.yaml, npd-config.yaml have no Namespace object, and Neuron's
-docs create it by hand). CDK's ``CreateNamespace`` covers only the release namespace, so every other
-namespace is applied here as a manifest the chart depends on: created before ``helm install``,
-deleted after ``helm uninstall``. (Newer chart sources add an ``npd.namespace.create`` switch,
-templates/npd-namespace.yaml at commit c8a2374; on a version with it on, drop the manifest here.)
+chart 1.10.0's npd files, under templates/npd/, have no Namespace object and 1.10.0 has no switch that
+creates one; Neuron's docs create it by hand). CDK's ``CreateNamespace`` covers only the release
+namespace, so every other namespace is applied here as a manifest the chart depends on: created
+before ``helm install``, deleted after ``helm uninstall``. (Chart sources at commit c8a2374 have an
+``npd.namespace.create`` switch, but that commit is older than 1.10.0, not newer: it pins device
+plugin 2.30.0.0 where 1.10.0 pins 2.32.0.0. Should a later published version add such a switch,
+turn it on and drop the manifest here.)
 """
 
 from __future__ import annotations

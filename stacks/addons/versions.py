@@ -17,6 +17,7 @@ SOURCES = {
     "aws-mountpoint-s3-csi-driver": "v2.7.0-eksbuild.1",
     # A public Terraform EKS module's example on 1.35 (kube-proxy v1.35.3-eksbuild.2) runs exactly
     # this version with configuration {"enableNetworkPolicy": "true"}; the egress policy's ipBlock.except needs v1.15.1+
-    # (EKS user guide, cni-network-policy-configure.adoc, "Minimum VPC CNI version").
+    # (aws/aws-network-policy-agent issue 78, fixed by PR 58 in agent v1.0.4, shipped with VPC CNI v1.15.1; the
+    # EKS user guide's cni-network-policy-configure page gives 1.14 as the minimum for network policies at all).
     "vpc-cni": "v1.21.1-eksbuild.7",
 }
