@@ -1,15 +1,28 @@
 """The sweep on the cluster: one Indexed Job whose every index is a pod that holds Neuron devices
 only while it measures.
 
-Each pod (a *unit*: the baseline or one variant) runs the vLLM server as a native sidecar (an init
-container with ``restartPolicy: Always``) and the measuring client as its main container. The
-client starts once the server's startup probe has passed (the kubelet starts the next container
-only then: kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/), drives every load level
-at ``localhost``, writes each point's run to S3 under the sweep's id, and exits; the kubelet then
-stops the sidecar and the pod completes, so the devices free ("Once all regular containers have
-completed, all init containers with restartPolicy Always will be shut down": the Container API's
-``restartPolicy`` field). Native sidecars: on by default since Kubernetes 1.29, stable in 1.33; the
-cluster is 1.34 to 1.36 (config/catalog.py), and config/sweep.py checks it.
+Each pod (a *unit*: the baseline or one variant) runs a vLLM server and a measuring client, which
+drives every load level at ``localhost``, writes each point's run to S3 under the sweep's id, and
+exits. Two layouts (``sweep.pod_layout``):
+
+- ``server-container`` (default): the server is a regular container, the way the Neuron device
+  plugin is documented to allocate devices (a container's ``resources.limits``); nothing public says
+  the Neuron scheduler extension and device plugin (both closed source) allocate devices to an init
+  container, and multi-container pods failed that way before (aws-neuron-sdk issue 675). Regular
+  containers start together and nothing stops one when another exits, so the server runs under a
+  small supervisor (scripts/sweep_vllm.py ``--signal-dir``) and the two share an in-memory emptyDir:
+  the client waits for the server's /health, measures, and writes ``done`` there whatever the outcome;
+  the supervisor then stops vLLM and exits 0. With ``restartPolicy: Never`` the pod ends Succeeded
+  when every container exited 0 (the client measured every point), Failed otherwise; when vLLM dies
+  first the supervisor exits non-zero and writes ``server-exited``, and the client stops (kubernetes.io
+  /docs/concepts/workloads/pods/pod-lifecycle/, "Pod phase").
+- ``sidecar``: the server is a native sidecar (an init container with ``restartPolicy: Always``) and
+  the client the main container. The client starts once the server's startup probe has passed (the
+  kubelet starts the next container only then: kubernetes.io/docs/concepts/workloads/pods/
+  sidecar-containers/); the kubelet stops the sidecar when the client exits ("Once all regular
+  containers have completed, all init containers with restartPolicy Always will be shut down": the
+  Container API's ``restartPolicy`` field). Native sidecars: on by default since Kubernetes 1.29,
+  stable in 1.33; config/sweep.py checks the version.
 
 Queueing is Kubernetes': ``parallelism`` is the number of units the free Neuron capacity holds
 (config/sweep.py), the Job controller starts the lowest pending indexes first (kubernetes/kubernetes
@@ -44,7 +57,7 @@ import cdk8s
 from constructs import Construct
 
 from config import PlatformConfig
-from config.sweep import CLIENT, sweep_plan
+from config.sweep import CLIENT, SERVER_CONTAINER, SIDECAR, sweep_plan
 from config.variants import speculator_target
 from specbench.prompts.suite import load_suite
 from specbench.sweep.plan import SweepPlan
@@ -67,6 +80,9 @@ LOCALHOST = "127.0.0.1"
 # Set by the Job controller on every pod of a Job since Kubernetes 1.27
 # (kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# server-container layout: the emptyDir the client and the server's supervisor signal through.
+SIGNAL_VOLUME = "sweep-signal"
+SIGNAL_MOUNT = "/run/sweep"
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,7 @@ class SweepSpec:
     test_cases: int
     suite_json: str = ""  # empty: the benchmark's suite
     plan: SweepPlan | None = None
+    pod_layout: str = SERVER_CONTAINER  # config/sweep.py POD_LAYOUTS
 
     @property
     def namespace(self) -> str:
@@ -110,7 +127,8 @@ def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) 
     own = config.sweep.suite
     suite = load_suite(own or config.benchmark.suite_file)
     suite_json = json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if own else ""
-    return SweepSpec(tuple(units), planned.slots, config.sweep.start_on_deploy, bench, len(suite.test_cases), suite_json, planned)
+    cases = len(suite.test_cases)
+    return SweepSpec(tuple(units), planned.slots, config.sweep.start_on_deploy, bench, cases, suite_json, planned, config.sweep.pod_layout)
 
 
 # --- the client's arguments ------------------------------------------------------------------------
@@ -217,19 +235,28 @@ class _AllModels:
 
 
 def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
+    if spec.pod_layout not in (SERVER_CONTAINER, SIDECAR):
+        raise ValueError(f"sweep.pod_layout={spec.pod_layout!r}: is not a sweep pod layout; allowed: {SERVER_CONTAINER}, {SIDECAR}")
     pods = unit_pods(spec)
     pod = copy.deepcopy(pods[0])
     server = pod["containers"][0]
     # The environment every unit shares stays visible in the template; the launcher adds the rest.
     shared_env = [e for e in server["env"] if all(e in p["containers"][0]["env"] for p in pods)]
-    sidecar = {
+    separate = spec.pod_layout == SERVER_CONTAINER
+    signal_mount = {"name": SIGNAL_VOLUME, "mountPath": SIGNAL_MOUNT}
+    launcher = {
         **server,
-        "restartPolicy": "Always",
         "command": ["python3", f"{MOUNT}/{LAUNCHER.name}"],
-        "args": [f"{MOUNT}/{UNITS}"],
+        "args": [f"{MOUNT}/{UNITS}", "--signal-dir", SIGNAL_MOUNT] if separate else [f"{MOUNT}/{UNITS}"],
         "env": shared_env,
-        "volumeMounts": [*server["volumeMounts"], {"name": "sweep", "mountPath": MOUNT, "readOnly": True}],
+        "volumeMounts": [
+            *server["volumeMounts"],
+            {"name": "sweep", "mountPath": MOUNT, "readOnly": True},
+            *([signal_mount] if separate else []),
+        ],
     }
+    if not separate:
+        launcher["restartPolicy"] = "Always"  # a native sidecar
     bench_pod = benchmark.pod_template(spec.benchmark)["spec"]
     client = copy.deepcopy(bench_pod["containers"][0])
     client.pop("args", None)
@@ -251,10 +278,21 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
     # The pod may run as root (the vLLM server does, as in the services); the client never does.
     client["securityContext"] = {**client["securityContext"], "runAsUser": benchmark.RUN_AS, "runAsGroup": benchmark.RUN_AS}
     client["volumeMounts"].append({"name": "sweep", "mountPath": MOUNT, "readOnly": True})
+    volumes = [*pod["volumes"], *bench_pod["volumes"], {"name": "sweep", "configMap": {"name": config_map}}]
+    if separate:
+        # Both start at once: the client waits for the server's /health as long as the startup probe
+        # would, and writes done on the shared in-memory volume (writable through the pod's fsGroup).
+        client["env"] += [
+            {"name": "SWEEP_SIGNAL_DIR", "value": SIGNAL_MOUNT},
+            {"name": "SWEEP_SERVER_URL", "value": f"http://{LOCALHOST}:{spec.units[0].service.serving.port}"},
+            {"name": "SWEEP_READY_SECONDS", "value": str(spec.benchmark.ready_timeout_seconds)},
+        ]
+        client["volumeMounts"].append(signal_mount)
+        volumes.append({"name": SIGNAL_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
     pod.update(
-        initContainers=[wait_for_models(_AllModels(spec)), sidecar],  # type: ignore[arg-type]
-        containers=[client],
-        volumes=[*pod["volumes"], *bench_pod["volumes"], {"name": "sweep", "configMap": {"name": config_map}}],
+        initContainers=[wait_for_models(_AllModels(spec)), *([] if separate else [launcher])],  # type: ignore[arg-type]
+        containers=[launcher, client] if separate else [client],
+        volumes=volumes,
         # The benchmark's service account: its Pod Identity role writes results/ (sweeps/ is under it).
         serviceAccountName=bench_pod["serviceAccountName"],
         restartPolicy="Never",

@@ -306,6 +306,13 @@ class SweepSettings:
     )
     measure_minutes_per_point: float = setting(15.0, "Plan estimate: measuring one variant at one load level (the whole suite), minutes.")
     budget_node_hours: float = setting(48.0, "Synth refuses a sweep whose plan needs more Neuron node-hours than this (greater than 0).")
+    pod_layout: str = setting(
+        "server-container",
+        "How a sweep pod holds its vLLM server: `server-container` (a regular container asks for the Neuron devices, the way "
+        "the device plugin documents; a small supervisor stops it when the client signals it is done) or `sidecar` (a native "
+        "sidecar, an init container with `restartPolicy: Always`; no public source says the Neuron device plugin allocates "
+        "devices to one).",
+    )
 
 
 @dataclass(frozen=True)

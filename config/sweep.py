@@ -24,6 +24,9 @@ VARIANT_SHAPE = "NAME:DRAFT_MODEL:K or NAME:DRAFT_MODEL:K:METHOD, e.g. qwen17-k5
 # Native sidecar containers (initContainers with restartPolicy: Always): on by default since
 # Kubernetes 1.29, stable in 1.33 (kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/).
 SIDECAR_MIN_VERSION = (1, 29)
+# sweep.pod_layout: where a sweep pod's vLLM server runs (charts/sweep.py).
+SERVER_CONTAINER, SIDECAR = "server-container", "sidecar"
+POD_LAYOUTS = (SERVER_CONTAINER, SIDECAR)
 # The measuring client beside each vLLM server in a sweep pod (charts/sweep.py).
 CLIENT = capacity.Resources(cpu_millis=1000, memory_mib=4 * capacity.MIB_PER_GIB)
 # How a sweep starts when sweep.start_on_deploy is false (charts/sweep.py): the Job's name is the sweep id.
@@ -143,14 +146,19 @@ def number_problems(config: PlatformConfig) -> Iterable[Problem]:
 
 
 def sidecar_problems(config: PlatformConfig) -> Iterable[Problem]:
+    if config.sweep.pod_layout not in POD_LAYOUTS:
+        yield Problem("sweep.pod_layout", config.sweep.pod_layout, "is not a sweep pod layout", ", ".join(POD_LAYOUTS))
+        return
+    if config.sweep.pod_layout != SIDECAR:
+        return
     major, minor = (int(p) for p in config.cluster.kubernetes_version.split(".")[:2])
     if (major, minor) < SIDECAR_MIN_VERSION:
         yield Problem(
             "cluster.kubernetes_version",
             config.cluster.kubernetes_version,
-            "has no native sidecar containers, which the sweep pods use",
-            "1.29 or later",
-            depends_on=("sweep.variants",),
+            "has no native sidecar containers, which the sweep pods use with sweep.pod_layout=sidecar",
+            "1.29 or later, or sweep.pod_layout=server-container",
+            depends_on=("sweep.variants", "sweep.pod_layout"),
         )
 
 

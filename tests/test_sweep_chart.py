@@ -64,9 +64,28 @@ def by_kind(objects):
     return {o["kind"]: o for o in objects}
 
 
-@pytest.fixture(scope="module")
-def small():
-    return build({**TWO_NODES, "sweep.variants": f"q17-k5:{Q17}:5,q17-k7:{Q17}:7", "sweep.start_on_deploy": "true"})
+@pytest.fixture(scope="module", params=["server-container", "sidecar"])
+def small(request):
+    """The same small sweep in each pod layout (sweep.pod_layout)."""
+    return build(
+        {
+            **TWO_NODES,
+            "sweep.variants": f"q17-k5:{Q17}:5,q17-k7:{Q17}:7",
+            "sweep.start_on_deploy": "true",
+            "sweep.pod_layout": request.param,
+        }
+    )
+
+
+def server_of(pod: dict) -> dict:
+    """The vLLM container of a sweep pod, wherever its layout puts it."""
+    (server,) = [c for c in [*pod.get("initContainers", []), *pod["containers"]] if c["name"] == "vllm"]
+    return server
+
+
+def client_of(pod: dict) -> dict:
+    (client,) = [c for c in pod["containers"] if c["name"] == "measure"]
+    return client
 
 
 def test_units_are_indexes_of_one_job_with_the_capacity_as_parallelism(small):
@@ -94,16 +113,14 @@ def test_without_start_on_deploy_only_the_suspended_template_is_created():
     assert [o["kind"] for o in sweep_objects(spec)] == ["ConfigMap", "CronJob"]
 
 
-def test_the_server_is_a_native_sidecar_and_the_client_the_main_container(small):
-    _, plan, spec = small
+def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small):
+    config, plan, spec = small
     pod = by_kind(sweep_objects(spec))["Job"]["spec"]["template"]["spec"]
-    wait, server = pod["initContainers"]
-    (client,) = pod["containers"]
+    server, client = server_of(pod), client_of(pod)
+    wait = pod["initContainers"][0]
     assert wait["name"] == "wait-for-model-cache" and "restartPolicy" not in wait
-    assert server["name"] == "vllm" and server["restartPolicy"] == "Always"
-    assert server["command"] == ["python3", "/opt/sweep/sweep_vllm.py"] and server["args"] == ["/opt/sweep/units.json"]
     assert server["resources"]["limits"]["aws.amazon.com/neuron"] == "8"
-    assert "startupProbe" in server  # the kubelet starts the client only once it passes
+    assert "startupProbe" in server
     assert client["name"] == "measure" and "aws.amazon.com/neuron" not in client["resources"]["limits"]
     assert client["command"][2].endswith("exec python /opt/sweep/run_sweep_points.py")
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in client["env"]}
@@ -111,6 +128,29 @@ def test_the_server_is_a_native_sidecar_and_the_client_the_main_container(small)
     assert env["SWEEP_RESULTS"] == f"s3://{BUCKET}/results/"
     assert env["SWEEP_BUNDLE"] == run_sweep_points.BUNDLE == "/opt/specbench/specbench.pyz"
     assert {"name": "code", "mountPath": "/opt/specbench", "readOnly": True} in client["volumeMounts"]
+    assert server["command"] == ["python3", "/opt/sweep/sweep_vllm.py"]
+    if config.sweep.pod_layout == "server-container":
+        # Both regular containers, the server first; no native sidecar anywhere.
+        assert [c["name"] for c in pod["containers"]] == ["vllm", "measure"] and len(pod["initContainers"]) == 1
+        assert "restartPolicy" not in server
+        assert server["args"] == ["/opt/sweep/units.json", "--signal-dir", "/run/sweep"]
+        signal = {"name": "sweep-signal", "mountPath": "/run/sweep"}
+        assert signal in server["volumeMounts"] and signal in client["volumeMounts"]
+        assert {"name": "sweep-signal", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}} in pod["volumes"]
+        assert (env["SWEEP_SIGNAL_DIR"], env["SWEEP_SERVER_URL"]) == ("/run/sweep", "http://127.0.0.1:8000")
+        assert env["SWEEP_READY_SECONDS"] == str(spec.benchmark.ready_timeout_seconds)
+        assert "shareProcessNamespace" not in pod  # the signal is a file, not a process of the other container
+    else:
+        assert pod["initContainers"][1] is server and server["restartPolicy"] == "Always"
+        assert server["args"] == ["/opt/sweep/units.json"] and [c["name"] for c in pod["containers"]] == ["measure"]
+        assert "SWEEP_SIGNAL_DIR" not in env and all(v["name"] != "sweep-signal" for v in pod["volumes"])
+
+
+def test_the_default_layout_is_the_regular_container():
+    _, _, spec = build({**TWO_NODES, "sweep.variants": f"q17-k5:{Q17}:5"})
+    assert spec.pod_layout == "server-container"
+    with pytest.raises(ValueError, match="sweep.pod_layout='init': is not a sweep pod layout"):
+        sweep_objects(dataclasses.replace(spec, pod_layout="init"))
 
 
 def test_sidecar_is_the_services_container_but_for_what_the_launcher_sets(small):
@@ -118,11 +158,11 @@ def test_sidecar_is_the_services_container_but_for_what_the_launcher_sets(small)
     env are exactly those of a service Deployment with the same draft and k."""
     _, plan, spec = small
     objects = by_kind(sweep_objects(spec))
-    server = objects["Job"]["spec"]["template"]["spec"]["initContainers"][1]
+    server = server_of(objects["Job"]["spec"]["template"]["spec"])
     service = deployment(plan.services[0])["spec"]["template"]["spec"]["containers"][0]
     launcher = {"command", "args", "env", "volumeMounts", "restartPolicy"}
     assert {k: v for k, v in server.items() if k not in launcher} == {k: v for k, v in service.items() if k not in launcher}
-    assert server["volumeMounts"][:-1] == service["volumeMounts"]
+    assert server["volumeMounts"][: len(service["volumeMounts"])] == service["volumeMounts"]
     units = json.loads(objects["ConfigMap"]["data"]["units.json"])
     assert [u["variant"]["name"] for u in units] == ["baseline", "q17-k5", "q17-k7", "baseline"]
     # The baseline units and the k = 7 unit run exactly what the two services run.
@@ -216,7 +256,7 @@ def test_pod_security_baseline_like_the_services_and_the_client_is_restricted(sm
     _, _, spec = small
     pod = by_kind(sweep_objects(spec))["Job"]["spec"]["template"]["spec"]
     assert violations(pod, "baseline") == []
-    client_only = {**pod, "initContainers": [], "containers": pod["containers"]}
+    client_only = {**pod, "initContainers": [], "containers": [client_of(pod)]}
     client_only["volumes"] = [v for v in pod["volumes"] if "persistentVolumeClaim" not in v]
     assert violations(client_only, "restricted") == []
 

@@ -221,11 +221,21 @@ def test_sidecars_need_kubernetes_1_29():
 
     from config.sweep import sidecar_problems
 
-    old = SimpleNamespace(cluster=SimpleNamespace(kubernetes_version="1.28"))
-    assert [str(p) for p in sidecar_problems(old)] == [
-        "cluster.kubernetes_version='1.28': has no native sidecar containers, which the sweep pods use; allowed: 1.29 or later"
+    def config(version, layout="sidecar"):
+        return SimpleNamespace(cluster=SimpleNamespace(kubernetes_version=version), sweep=SimpleNamespace(pod_layout=layout))
+
+    assert [str(p) for p in sidecar_problems(config("1.28"))] == [
+        "cluster.kubernetes_version='1.28': has no native sidecar containers, which the sweep pods use with "
+        "sweep.pod_layout=sidecar; allowed: 1.29 or later, or sweep.pod_layout=server-container"
     ]
-    assert list(sidecar_problems(SimpleNamespace(cluster=SimpleNamespace(kubernetes_version="1.29")))) == []
+    assert list(sidecar_problems(config("1.29"))) == []
+    assert list(sidecar_problems(config("1.28", "server-container"))) == []  # no sidecar in that layout
+
+
+def test_the_pod_layout_is_one_of_two():
+    (found,) = problems({"sweep.variants": f"q17:{Q17}:5", **TWO_NODES, "sweep.pod_layout": "init"})
+    assert found == "sweep.pod_layout='init': is not a sweep pod layout; allowed: server-container, sidecar"
+    assert load_config({"sweep.pod_layout": "sidecar"}, {}).sweep.pod_layout == "sidecar"
 
 
 def test_slots_count_what_fits_each_node_after_the_services():

@@ -30,7 +30,7 @@ def test_a_configured_sweep_is_applied_after_the_benchmark(variant_platform):
     assert tokens and all(p["Fn::GetStackOutput"]["OutputName"].startswith("PublishOutputRefDataBucket") for p in tokens)
     objects = json.loads(separator.join(p if isinstance(p, str) else "BUCKET" for p in parts))
     assert [o["kind"] for o in objects] == ["ConfigMap", "CronJob", "Job"]
-    client = objects[2]["spec"]["template"]["spec"]["containers"][0]
+    (client,) = [c for c in objects[2]["spec"]["template"]["spec"]["containers"] if c["name"] == "measure"]
     assert {"name": "SWEEP_RESULTS", "value": "s3://BUCKET/results/"} in client["env"]
 
 
