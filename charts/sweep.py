@@ -56,14 +56,14 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from config import PlatformConfig
+from config import PlatformConfig, catalog
 from config.sweep import CLIENT, SERVER_CONTAINER, SIDECAR, sweep_plan
 from config.variants import speculator_target
 from specbench.prompts.suite import load_suite
 from specbench.sweep.plan import SweepPlan
 from specbench.sweep.points import Load, point_id
 
-from . import benchmark
+from . import benchmark, hardware_facts
 from .objects import add_objects, guaranteed, metadata
 from .spec import MAX_SUITE_SECONDS, SETUP_SECONDS, BenchmarkSpec, ServingPlan, VllmServiceSpec, settings_hash
 from .vllm import deployment, wait_for_models
@@ -76,6 +76,7 @@ SUITE = "suite.json"
 SCRIPTS = Path(__file__).with_name("scripts")
 LAUNCHER = SCRIPTS / "sweep_vllm.py"
 RUNNER = SCRIPTS / "run_sweep_points.py"
+FACTS = SCRIPTS / hardware_facts.SCRIPT
 LOCALHOST = "127.0.0.1"
 # Set by the Job controller on every pod of a Job since Kubernetes 1.27
 # (kubernetes.io/docs/reference/labels-annotations-taints/#batchkubernetesiojob-name).
@@ -103,6 +104,10 @@ class SweepSpec:
     suite_json: str = ""  # empty: the benchmark's suite
     plan: SweepPlan | None = None
     pod_layout: str = SERVER_CONTAINER  # config/sweep.py POD_LAYOUTS
+    # What the hardware-facts gate checks (charts/hardware_facts.py): the node's Neuron devices, LNC.
+    devices_per_node: int = 16
+    lnc: int = 2
+    aws_cli_image: str = ""
 
     @property
     def namespace(self) -> str:
@@ -128,7 +133,20 @@ def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) 
     suite = load_suite(own or config.benchmark.suite_file)
     suite_json = json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if own else ""
     cases = len(suite.test_cases)
-    return SweepSpec(tuple(units), planned.slots, config.sweep.start_on_deploy, bench, cases, suite_json, planned, config.sweep.pod_layout)
+    n = config.neuron_nodes
+    return SweepSpec(
+        tuple(units),
+        planned.slots,
+        config.sweep.start_on_deploy,
+        bench,
+        cases,
+        suite_json,
+        planned,
+        config.sweep.pod_layout,
+        devices_per_node=catalog.TRAINIUM_INSTANCES[n.instance_type].neuron_devices,
+        lnc=n.logical_nc_config,
+        aws_cli_image=plan.model_cache.aws_cli_image,
+    )
 
 
 # --- the client's arguments ------------------------------------------------------------------------
@@ -289,8 +307,13 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         ]
         client["volumeMounts"].append(signal_mount)
         volumes.append({"name": SIGNAL_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+    gate = hardware_facts.gate(
+        spec.benchmark.image, spec.aws_cli_image, spec.benchmark.region, spec.benchmark.results_uri, MOUNT, expectations(spec, server)
+    )
+    volumes += hardware_facts.gate_volumes()
     pod.update(
-        initContainers=[wait_for_models(_AllModels(spec)), *([] if separate else [launcher])],  # type: ignore[arg-type]
+        # The model cache, then the hardware facts (a contradicting fact fails the Job), then the server.
+        initContainers=[wait_for_models(_AllModels(spec)), *gate, *([] if separate else [launcher])],  # type: ignore[arg-type]
         containers=[launcher, client] if separate else [client],
         volumes=volumes,
         # The benchmark's service account: its Pod Identity role writes results/ (sweeps/ is under it).
@@ -301,12 +324,40 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
     return pod
 
 
+def expectations(spec: SweepSpec, server: dict[str, Any]) -> list[str]:
+    """The hardware-facts check's flags: what the project assumes of a node and of a sweep pod."""
+    requested = int(server["resources"]["limits"].get("aws.amazon.com/neuron", 0))
+    return hardware_facts.expectations(spec.devices_per_node, spec.lnc, requested)
+
+
+def facts_job(spec: SweepSpec, config_map: str) -> dict[str, Any]:
+    """The hardware-facts Job of this sweep (charts/hardware_facts.py), its pod as a sweep pod's."""
+    pod = pod_spec(spec, config_map)
+    server = next(c for c in [*pod["initContainers"], *pod["containers"]] if c["name"] == "vllm")
+    job = hardware_facts.facts_job(
+        "",
+        spec.namespace,
+        pod,
+        server,
+        spec.pod_layout == SIDECAR,
+        config_map,
+        MOUNT,
+        spec.aws_cli_image,
+        spec.benchmark.region,
+        spec.benchmark.results_uri,
+        expectations(spec, server),
+    )
+    job["metadata"]["name"] = f"{hardware_facts.NAME}-{settings_hash(job['spec'])[:8]}"
+    return job
+
+
 def job_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
     return {
         "completionMode": "Indexed",
         "completions": len(spec.units),
         "parallelism": spec.parallelism,
         "backoffLimitPerIndex": 0,
+        "podFailurePolicy": hardware_facts.gate_failure_policy(),
         "ttlSecondsAfterFinished": spec.benchmark.ttl_seconds_after_finished,
         "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod_spec(spec, config_map)},
     }
@@ -317,7 +368,7 @@ def sweep_objects(spec: SweepSpec) -> tuple[dict[str, Any], ...]:
 
     Names carry a hash of everything the pods get (like the benchmark Job's): a Job's pod template
     is immutable, and a running sweep keeps reading its own ConfigMap."""
-    files = {UNITS: units_file(spec), LAUNCHER.name: LAUNCHER.read_text(), RUNNER.name: RUNNER.read_text()}
+    files = {UNITS: units_file(spec), LAUNCHER.name: LAUNCHER.read_text(), RUNNER.name: RUNNER.read_text(), FACTS.name: FACTS.read_text()}
     if spec.suite_json:
         files[SUITE] = spec.suite_json
     digest = settings_hash({"files": files, "job": job_spec(spec, NAME), "code": spec.benchmark.digest()})[:8]
@@ -325,6 +376,8 @@ def sweep_objects(spec: SweepSpec) -> tuple[dict[str, Any], ...]:
     job = job_spec(spec, config_map)
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(config_map, spec.namespace, LABELS), "data": files},
+        # Before the sweep Job: its pod is queued (and placed) before the sweep's pods.
+        facts_job(spec, config_map),
         {
             "apiVersion": "batch/v1",
             "kind": "CronJob",

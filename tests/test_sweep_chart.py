@@ -110,7 +110,8 @@ def test_units_are_indexes_of_one_job_with_the_capacity_as_parallelism(small):
 
 def test_without_start_on_deploy_only_the_suspended_template_is_created():
     _, _, spec = build({**TWO_NODES, "sweep.variants": f"q17-k5:{Q17}:5"})
-    assert [o["kind"] for o in sweep_objects(spec)] == ["ConfigMap", "CronJob"]
+    assert [o["kind"] for o in sweep_objects(spec)] == ["ConfigMap", "Job", "CronJob"]
+    assert sweep_objects(spec)[1]["metadata"]["name"].startswith("hardware-facts-")
 
 
 def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small):
@@ -131,7 +132,8 @@ def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small)
     assert server["command"] == ["python3", "/opt/sweep/sweep_vllm.py"]
     if config.sweep.pod_layout == "server-container":
         # Both regular containers, the server first; no native sidecar anywhere.
-        assert [c["name"] for c in pod["containers"]] == ["vllm", "measure"] and len(pod["initContainers"]) == 1
+        assert [c["name"] for c in pod["containers"]] == ["vllm", "measure"]
+        assert [c["name"] for c in pod["initContainers"]] == ["wait-for-model-cache", "fetch-hardware-facts", "check-hardware-facts"]
         assert "restartPolicy" not in server
         assert server["args"] == ["/opt/sweep/units.json", "--signal-dir", "/run/sweep"]
         signal = {"name": "sweep-signal", "mountPath": "/run/sweep"}
@@ -141,7 +143,13 @@ def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small)
         assert env["SWEEP_READY_SECONDS"] == str(spec.benchmark.ready_timeout_seconds)
         assert "shareProcessNamespace" not in pod  # the signal is a file, not a process of the other container
     else:
-        assert pod["initContainers"][1] is server and server["restartPolicy"] == "Always"
+        assert [c["name"] for c in pod["initContainers"]] == [
+            "wait-for-model-cache",
+            "fetch-hardware-facts",
+            "check-hardware-facts",
+            "vllm",
+        ]
+        assert server["restartPolicy"] == "Always"
         assert server["args"] == ["/opt/sweep/units.json"] and [c["name"] for c in pod["containers"]] == ["measure"]
         assert "SWEEP_SIGNAL_DIR" not in env and all(v["name"] != "sweep-signal" for v in pod["volumes"])
 
@@ -382,7 +390,7 @@ def test_dist_writes_the_sweep_last(tmp_path):
     files = write_dist(config, BUCKET, tmp_path)
     assert [f.name for f in files][-2:] == ["0003-specbench.k8s.yaml", "0004-sweep.k8s.yaml"]
     objects = [o for o in yaml.safe_load_all(files[-1].read_text()) if o]
-    assert [(o["kind"], o["metadata"]["name"]) for o in objects][1] == ("CronJob", "specbench-sweep")
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects][2] == ("CronJob", "specbench-sweep")
 
 
 def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, tmp_path):

@@ -29,8 +29,9 @@ def test_a_configured_sweep_is_applied_after_the_benchmark(variant_platform):
     tokens = [p for p in parts if not isinstance(p, str)]
     assert tokens and all(p["Fn::GetStackOutput"]["OutputName"].startswith("PublishOutputRefDataBucket") for p in tokens)
     objects = json.loads(separator.join(p if isinstance(p, str) else "BUCKET" for p in parts))
-    assert [o["kind"] for o in objects] == ["ConfigMap", "CronJob", "Job"]
-    (client,) = [c for c in objects[2]["spec"]["template"]["spec"]["containers"] if c["name"] == "measure"]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Job", "CronJob", "Job"]
+    assert objects[1]["metadata"]["name"].startswith("hardware-facts-")  # before the sweep: its pod is placed first
+    (client,) = [c for c in objects[3]["spec"]["template"]["spec"]["containers"] if c["name"] == "measure"]
     assert {"name": "SWEEP_RESULTS", "value": "s3://BUCKET/results/"} in client["env"]
 
 
