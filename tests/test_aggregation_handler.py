@@ -90,9 +90,23 @@ def test_no_data_yet(aws):
     assert result["completeness"] == "no data" and result["run_id"] is None
     assert "No data yet" in body["widgets"][0]["properties"]["markdown"]
     assert dashboard.problems(SETTINGS.dashboard_name, body) == []
-    # nothing listed, so nothing to query: one listing of runs, one of metrics, the dashboard
-    assert result["aws_calls"] == {"ListMetrics": 1, "ListObjectsV2": 1, "PutDashboard": 1}
+    # nothing listed, so nothing to query: one listing of runs, one of hardware facts, one of metrics, the dashboard
+    assert result["aws_calls"] == {"ListMetrics": 1, "ListObjectsV2": 2, "PutDashboard": 1}
+    assert result["hardware_facts"] == 0 and "Hardware facts" not in json.dumps(body)
     stubber.assert_no_pending_responses()
+
+
+def test_hardware_facts_in_the_bucket_get_a_text_widget_and_are_never_taken_for_a_run(aws):
+    s3, cloudwatch, stubber = aws
+    facts = {"node": "ip-10-0-2-1", "node_devices": 8, "requested_devices": 8, "layout": "server-container", "problems": ["devices: x"]}
+    s3.put_object(Bucket=BUCKET, Key="results/hardware-facts/ip-10-0-2-1.json", Body=json.dumps(facts).encode())
+    s3.put_object(Bucket=BUCKET, Key="results/hardware-facts/broken.json", Body=b"{")
+    s3.put_object(Bucket=BUCKET, Key="results/sweeps/sweep-a/p/run.json", Body=b"{}")
+    result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
+    assert result["run_id"] is None and result["hardware_facts"] == 2  # neither folder is a run
+    (widget,) = [w for w in put_body(cloudwatch)["widgets"] if "Hardware facts" in w["properties"].get("markdown", "")]
+    text = widget["properties"]["markdown"]
+    assert "`ip-10-0-2-1` (**contradicts the project's assumptions: sweeps stop**): 8 devices" in text and "- broken: not JSON" in text
 
 
 def test_a_landed_run_builds_the_dashboard_and_publishes_speedups_once(aws):
@@ -105,12 +119,12 @@ def test_a_landed_run_builds_the_dashboard_and_publishes_speedups_once(aws):
     assert first["verdict"].startswith("Speculative decoding, end-to-end: structured")
     assert first["widgets"] == len(body["widgets"]) == 16  # 3 acceptance widgets: /metrics rate and length, stream length
     assert "counting (structured)" in body["widgets"][1]["properties"]["markdown"]
-    # 4 test cases: run folder listed once, run.json + 4 records + 4 acceptance files read, summary written
+    # 4 test cases: run folder and hardware facts listed once each, run.json + 4 records + 4 acceptance files read, summary written
     assert first["aws_calls"] == {
         "GetMetricData": 1,
         "GetObject": 9,
         "ListMetrics": first["aws_calls"]["ListMetrics"],
-        "ListObjectsV2": 1,
+        "ListObjectsV2": 2,
         "PutDashboard": 1,
         "PutMetricData": 1,
         "PutObject": 1,

@@ -203,7 +203,7 @@ def test_collect_writes_the_facts_then_the_gate_passes_or_stops_the_sweep(node, 
     assert facts_script.main(["collect", *argv, "--node", "node-a", "--layout", "server-container", "--out", str(out)]) == 0
     written = json.loads(out.read_text())
     assert written["problems"] == [] and written["expected"] == {"devices_per_node": 16, "lnc": 2, "requested_devices": 8}
-    assert "### Hardware facts" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-1].startswith("hardware facts of node-a: as assumed; unknown: ")
     gate = tmp_path / "gate"
     gate.mkdir()
     assert facts_script.main(["check", *argv, str(gate)]) == facts_script.NO_FACTS
@@ -217,10 +217,13 @@ def test_collect_writes_the_facts_then_the_gate_passes_or_stops_the_sweep(node, 
 
 
 def test_the_dashboard_text_names_each_node_and_its_verdict():
-    text = facts_script.markdown([facts_script.summary(good_facts(node_devices=8), **EXPECT)])
-    assert text.splitlines()[1].startswith("- `ip-10-0-2-1.ec2.internal` (**contradicts the project's assumptions**): 8 devices, LNC 2")
-    assert "  - devices: the node has 8 Neuron devices, the project assumes 16" in text
-    assert facts_script.markdown([]).startswith("### Hardware facts\nNo `results/hardware-facts/` yet")
+    from specbench.outputs.dashboard import hardware_facts_markdown
+
+    text = hardware_facts_markdown([facts_script.summary(good_facts(node_devices=8), **EXPECT), {"node": "node-z", "error": "not JSON"}])
+    lines = text.splitlines()
+    assert lines[0] == "### Hardware facts (first start)"
+    assert lines[1].startswith("- `ip-10-0-2-1.ec2.internal` (**contradicts the project's assumptions: sweeps stop**): 8 devices, LNC 2")
+    assert lines[2] == "  - devices: the node has 8 Neuron devices, the project assumes 16" and lines[-1] == "- node-z: not JSON"
 
 
 # --- the Job and the gate as rendered --------------------------------------------------------------

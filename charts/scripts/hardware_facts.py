@@ -183,7 +183,8 @@ def unknowns(facts: dict) -> list[str]:
 
 
 def summary(facts: dict, devices_per_node: int, lnc: int, requested: int) -> dict:
-    """The facts with their verdict, as the Job stores them and the dashboard shows them."""
+    """The facts with their verdict, as the Job stores them (the dashboard shows them:
+    specbench/outputs/dashboard.py ``hardware_facts_markdown``)."""
     listed = _device_list(facts.get("neuron_ls")) or []
     return {
         **facts,
@@ -192,25 +193,6 @@ def summary(facts: dict, devices_per_node: int, lnc: int, requested: int) -> dic
         "problems": problems(facts, devices_per_node, lnc, requested),
         "unknown": unknowns(facts),
     }
-
-
-def markdown(facts_files: list[dict]) -> str:
-    """The dashboard's text widget: one block per node."""
-    if not facts_files:
-        return "### Hardware facts\nNo `results/hardware-facts/` yet: the hardware-facts Job has not run."
-    lines = ["### Hardware facts"]
-    for f in facts_files:
-        verdict = "**contradicts the project's assumptions**" if f.get("problems") else "as assumed"
-        dev = f.get("dev_neuron") or {}
-        lines.append(
-            f"- `{f.get('node')}` ({verdict}): {f.get('node_devices')} devices, LNC "
-            f"{(f.get('neuron_ls_header') or {}).get('logical-neuroncore-config', '?')}, driver {f.get('driver_version') or '?'}, "
-            f"runtime {f.get('runtime_version') or '?'}; {len(dev.get('visible', []))} of {f.get('requested_devices')} "
-            f"devices visible in the {f.get('layout')} layout"
-        )
-        lines += [f"  - {p}" for p in f.get("problems", [])]
-        lines += [f"  - unknown: {u}" for u in f.get("unknown", [])]
-    return "\n".join(lines)
 
 
 def check_dir(directory: Path, devices_per_node: int, lnc: int, requested: int) -> tuple[int, list[str]]:
@@ -255,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp.rename(args.out)  # the uploader waits for the whole file (an emptyDir, not the bucket)
     for line in facts["problems"]:
         print(f"hardware facts of {args.node}: {line}", file=sys.stderr, flush=True)
-    print(markdown([facts]), flush=True)
+    verdict = "contradicts the project's assumptions" if facts["problems"] else "as assumed"
+    print(f"hardware facts of {args.node}: {verdict}; unknown: {'; '.join(facts['unknown']) or 'none'}", flush=True)
     while args.then_wait:
         time.sleep(3600)
     return 0

@@ -153,7 +153,8 @@ def refresh(
         # Live figures only add to the stored run's exact ones: the dashboard is still worth putting.
         live, live_error = {}, f"{error_code(error)}: {str(error).splitlines()[0][:200]}"
         log.warning("GetMetricData failed, dashboard built without live figures: %s", live_error)
-    body = dashboard.body(summary, dashboard_settings(settings, series), live)
+    facts = hardware_facts(results)
+    body = dashboard.body(summary, dashboard_settings(settings, series), live, facts)
     problems = dashboard.problems(settings.dashboard_name, body)
     if problems:
         raise ValueError("dashboard body breaks CloudWatch's rules: " + "; ".join(problems[:10]))
@@ -169,6 +170,7 @@ def refresh(
         "completeness": summary.completeness if summary else aggregate.NO_DATA,
         "verdict": summary.verdict if summary else "No data yet.",
         "widgets": len(body["widgets"]),
+        "hardware_facts": len(facts),
         "live_series": len(series),
         "live_values": len(live),
         "live_error": live_error,
@@ -214,10 +216,31 @@ def run_id_from_event(event: Mapping[str, Any], prefix: str) -> str:
     return ""
 
 
+# Folders under the results prefix that are not runs: the sweeps' and the hardware facts'.
+NOT_RUNS = ("sweeps", dashboard.HARDWARE_FACTS_PREFIX.rstrip("/"))
+
+
 def latest_run_id(s3: Any, bucket: str, prefix: str, retrier: Retrier) -> str:
     """The greatest run id under the prefix: run ids start with their UTC start time (YYYYmmddTHHMMSSZ)."""
     pages = _RetryingS3(s3, retrier).paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
-    return max((p["Prefix"][len(prefix) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", [])), default="")
+    ids = (p["Prefix"][len(prefix) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", []))
+    return max((i for i in ids if i not in NOT_RUNS), default="")
+
+
+def hardware_facts(results: S3Store) -> list[dict[str, Any]]:
+    """The hardware-facts Job's files (results/hardware-facts/<node>.json), as stored; one that does
+    not parse is shown as such rather than dropped."""
+    facts = []
+    for key in results.keys(dashboard.HARDWARE_FACTS_PREFIX):
+        if not key.endswith(".json"):
+            continue
+        node = key.rsplit("/", 1)[-1][: -len(".json")]
+        try:
+            loaded = json.loads(results.read_text(key))
+            facts.append(loaded if isinstance(loaded, dict) else {"node": node, "error": "not a JSON object"})
+        except ValueError as error:
+            facts.append({"node": node, "error": f"not JSON ({error})"})
+    return facts
 
 
 class _RetryingS3:

@@ -69,13 +69,22 @@ class DashboardSettings:
     discovered_variants: Sequence[str] = ()
 
 
-def body(summary: RunSummary | None, settings: DashboardSettings, live: Mapping[LiveKey, float] | None = None) -> dict[str, Any]:
-    """The whole dashboard; deterministic for the same inputs (PutDashboard replaces the body)."""
+def body(
+    summary: RunSummary | None,
+    settings: DashboardSettings,
+    live: Mapping[LiveKey, float] | None = None,
+    hardware_facts: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The whole dashboard; deterministic for the same inputs (PutDashboard replaces the body).
+    ``hardware_facts``: the stored results/hardware-facts/*.json, shown when there are any."""
     live = live or {}
     cases = _cases(summary, settings)
     variants = _variants(summary, settings)
     grid = _Grid()
     grid.add(24, 6, text(header_markdown(summary, settings)))
+    if hardware_facts:
+        facts_text = hardware_facts_markdown(hardware_facts)
+        grid.add(24, 2 + facts_text.count("\n"), text(facts_text))
     if cases and len(variants) > 1:
         table = speedup_markdown(summary, settings, live)
         grid.add(24, 3 + table.count("\n"), text(table))
@@ -102,6 +111,31 @@ def to_json(dashboard: Mapping[str, Any]) -> str:
 
 
 # --- markdown ------------------------------------------------------------------------------------
+
+
+HARDWARE_FACTS_PREFIX = "hardware-facts/"  # under the results prefix (charts/hardware_facts.py)
+
+
+def hardware_facts_markdown(facts: Sequence[Mapping[str, Any]]) -> str:
+    """One line per Neuron node the hardware-facts Job saw, its verdict, and each contradicting or
+    unread fact (the Job's own verdict, charts/scripts/hardware_facts.py)."""
+    lines = ["### Hardware facts (first start)"]
+    for f in sorted(facts, key=lambda f: str(f.get("node"))):
+        if "problems" not in f:
+            lines.append(f"- {_md(str(f.get('node', '?')))}: {_md(str(f.get('error', 'not a facts file')))}")
+            continue
+        dev = f.get("dev_neuron") or {}
+        header = f.get("neuron_ls_header") or {}
+        verdict = "**contradicts the project's assumptions: sweeps stop**" if f["problems"] else "as assumed"
+        lines.append(
+            f"- `{_md(str(f.get('node')))}` ({verdict}): {f.get('node_devices', '?')} devices, "
+            f"LNC {_md(str(header.get('logical-neuroncore-config', '?')))}, driver {_md(str(f.get('driver_version') or '?'))}, "
+            f"runtime {_md(str(f.get('runtime_version') or '?'))}; {len(dev.get('visible', []))} of {f.get('requested_devices', '?')} "
+            f"devices visible in the {_md(str(f.get('layout', '?')))} layout"
+        )
+        lines += [f"  - {_md(str(p))}" for p in f["problems"]]
+        lines += [f"  - unknown: {_md(str(u))}" for u in f.get("unknown", [])]
+    return "\n".join(lines)
 
 
 def header_markdown(summary: RunSummary | None, settings: DashboardSettings) -> str:
