@@ -134,7 +134,7 @@ PICKLE = "bin"
 # The fields a head must share with its target on the vLLM-Neuron plugin, and why. The reasons are
 # read from the plugin's source (vllm-project/vllm-neuron, commit 09006a4 and the recipes):
 # - head_dim and num_key_value_heads: EagleProposer.validate_same_kv_cache_group
-#   (vllm_neuron/vllm/spec_decode/eagle.py) asserts that the draft's layers share the target's
+#   (vllm_neuron/vllm/spec_decode/eagle.py line 281) asserts that the draft's layers share the target's
 #   KV-cache group, whose page shape is KV heads x head dim; the Qwen3 recipe
 #   (docs/model-recipes/qwen3.md, Limitations) says "BF16 and head_dim=128 only".
 # - hidden_size: the head reads the target's hidden states (EagleProposer builds its input as

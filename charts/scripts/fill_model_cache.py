@@ -31,10 +31,11 @@ MARKER = ".specdecode-complete"
 HUB_CONFIG = "config.hub.json"  # a head's config.json as published, before adapt_eagle3_config
 HEAD_MISMATCH = 3  # the exit code of a head that cannot pair with the target (not retried)
 # How the vLLM-Neuron plugin finds a head's class (vllm-project/vllm-neuron at 09006a4,
-# vllm_neuron/vllm/spec_decode/eagle.py, EagleProposer.compile_and_load_draft_model): it takes the
-# draft model config's architecture and, for method eagle3, prepends "Eagle3" unless the name already
-# starts with it; the name must then be in its registry (vllm_neuron/model/registry.py get_models),
-# whose only EAGLE3 class is Eagle3LlamaForCausalLM. So, for each label a public head carries:
+# vllm_neuron/vllm/spec_decode/eagle.py lines 303-305, EagleProposer.compile_and_load_draft_model): it
+# takes the draft model config's architecture and, for method eagle3, prepends "Eagle3" unless the name
+# already starts with it; the name must then be in its registry (line 309 raises ValueError otherwise;
+# vllm_neuron/model/registry.py line 24 at 5528be7, get_models), whose only EAGLE3 class is
+# Eagle3LlamaForCausalLM. So, for each label a public head carries:
 # - "LlamaForCausalLM" -> looked up as "Eagle3LlamaForCausalLM": registered, kept as published;
 # - "Eagle3LlamaForCausalLM": kept;
 # - "LlamaForCausalLMEagle3" (SGLang/SpecForge style) -> would be "Eagle3LlamaForCausalLMEagle3":
