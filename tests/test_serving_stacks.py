@@ -460,6 +460,7 @@ def test_a_head_that_pairs_synthesizes(head):
             {"serving__extra_speculative_variants": f"qwen-e3-k4:{ANGELSLIM}:4", "neuron_nodes__max_size": 2},
             "serving.extra_speculative_variants",
         ),
+        ({"sweep__variants": f"e3-k5:{ANGELSLIM}:5", "neuron_nodes__max_size": 2, "neuron_nodes__desired_size": 2}, "sweep.variants"),
     ],
 )
 def test_synth_refuses_a_known_head_that_cannot_pair_in_one_line(context, key):
