@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specbench.analysis import stats, stream_acceptance, theory
+from specbench.analysis import cost, stats, stream_acceptance, theory
 from specbench.results.records import RequestRecord
 
 BASELINE = "baseline"
@@ -298,29 +298,13 @@ def goodput(records: Sequence[RequestRecord], slo: Slo) -> float | None:
     """Share of requests within both SLO limits; failed requests are outside. None without an SLO."""
     if not records or (slo.ttft_ms is None and slo.tpot_ms is None):
         return None
-
-    def within(record: RequestRecord) -> bool:
-        if not record.ok:
-            return False
-        if slo.ttft_ms is not None and (record.ttft_s is None or record.ttft_s * 1000 > slo.ttft_ms):
-            return False
-        return slo.tpot_ms is None or (record.time_per_output_token_s is not None and record.time_per_output_token_s * 1000 <= slo.tpot_ms)
-
-    return sum(1 for r in records if within(r)) / len(records)
+    return sum(1 for r in records if cost.within_slo(r, slo.ttft_ms, slo.tpot_ms)) / len(records)
 
 
 def node_throughput(records: Sequence[RequestRecord], servers_per_node: int = 1) -> float | None:
-    """Output tokens per second the server delivered while busy: tokens over the union of the
-    request windows of each test case (test cases run one after another), x servers per node."""
-    good = [r for r in records if r.ok and r.output_tokens and r.end_to_end_latency_s is not None]
-    if not good:
-        return None
-    busy = 0.0
-    for case in {r.test_case for r in good}:
-        mine = [r for r in good if r.test_case == case]
-        busy += max(r.started_at + r.end_to_end_latency_s for r in mine) - min(r.started_at for r in mine)  # type: ignore[operator]
-    tokens = sum(r.output_tokens for r in good)  # type: ignore[misc]
-    return tokens / busy * servers_per_node if busy > 0 else None
+    """Output tokens per second the server delivered while busy, x servers per node: busy as
+    ``specbench.analysis.cost`` defines it for every figure (the union of the request windows)."""
+    return cost.records_throughput(records, servers_per_node)
 
 
 def recommendation_text(prompt_class: str, load: Load, rec_variant: Variant | None, speedup: stats.Interval, others: Sequence[str]) -> str:

@@ -1,0 +1,146 @@
+"""Throughput per server and node, and cost per million output tokens (specbench/analysis/cost.py):
+exact figures on records with known timings."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench.analysis import cost, sweep
+from specbench.analysis.aggregate import summarize_run
+from specbench.results.records import RequestRecord
+
+
+def record(variant: str, start: float, e2e: float, tokens: int, *, case: str = "json", ttft: float = 0.1, error: int | None = None):
+    r = RequestRecord("run", variant, case, "structured", "native", 0, start, error_code=error)
+    if error is None:
+        r.end_to_end_latency_s, r.output_tokens, r.ttft_s = e2e, tokens, ttft
+        r.time_per_output_token_s = (e2e - ttft) / (tokens - 1)
+    return r
+
+
+def test_cost_per_million_tokens_is_price_per_second_over_tokens_per_second() -> None:
+    assert cost.cost_per_million_tokens(36.0, 40.0) == pytest.approx(250.0)
+    assert cost.cost_per_million_tokens(35.76, 100.0) == pytest.approx(35.76 / 3600 / 100 * 1e6)
+    # No price or no throughput: not computed, never 0.
+    assert cost.cost_per_million_tokens(None, 40.0) is None
+    assert cost.cost_per_million_tokens(0.0, 40.0) is None
+    assert cost.cost_per_million_tokens(36.0, 0.0) is None
+    assert cost.cost_per_million_tokens(36.0, None) is None
+    assert cost.cost_per_million_tokens(float("nan"), 40.0) is None
+
+
+def test_servers_per_node_from_cores() -> None:
+    assert cost.servers_per_node(64, 32) == 2  # trn2.48xlarge at LNC=2, TP 32
+    assert cost.servers_per_node(64, 16) == 4
+    assert cost.servers_per_node(128, 32) == 4  # LNC=1
+    with pytest.raises(ValueError, match="does not fit"):
+        cost.servers_per_node(32, 64)
+
+
+def test_busy_shares_split_overlaps_and_sum_to_the_union() -> None:
+    assert cost.busy_shares([(0, 10), (5, 15)]) == [7.5, 7.5]
+    assert cost.busy_shares([(0, 2), (1, 3), (10, 11)]) == [1.5, 1.5, 1.0]
+    # Nested windows: 0-1 alone, 1-2 with the inner one, 2-4 alone.
+    assert cost.busy_shares([(0, 4), (1, 2)]) == [3.5, 0.5]
+    assert cost.busy_seconds([(0, 4), (1, 2), (10, 12), (11, 13)]) == 4 + 3
+    assert cost.busy_shares([(5, 5)]) == [0.0]
+    assert cost.busy_shares([]) == []
+
+
+def test_throughput_and_cost_on_known_timings() -> None:
+    records = [record("base", 100.0, 10.0, 100), record("base", 105.0, 10.0, 200)]
+    items = cost.shares(records)
+    assert [s.busy_s for s in items] == [7.5, 7.5]
+    assert cost.tokens_per_second(items) == pytest.approx(300 / 15)
+    figures = cost.throughput("base", "c2", items, 2, cost.NodePrice(36.0, "test"), resamples=200)
+    assert figures.busy_s == 15.0 and figures.output_tokens == 300
+    assert figures.per_server.point == pytest.approx(20.0)
+    assert figures.per_node.point == pytest.approx(40.0)
+    assert figures.cost_per_million.point == pytest.approx(250.0)
+    assert figures.cost_per_million.known
+    assert figures.cost_per_million.low <= 250.0 <= figures.cost_per_million.high
+    no_price = cost.throughput("base", "c2", items, 2, cost.NodePrice(None), resamples=200)
+    assert no_price.per_node.point == pytest.approx(40.0) and no_price.cost_per_million.point is None
+    assert cost.describe_cost(no_price.cost_per_million, cost.NodePrice(None)) == "not computed (no price)"
+
+
+def test_a_failed_request_costs_busy_time_and_delivers_nothing() -> None:
+    failed = record("base", 0.0, 0.0, 0, error=500)
+    failed.end_to_end_latency_s = 5.0  # it timed out after 5 s
+    items = cost.shares([record("base", 0.0, 10.0, 100), failed])
+    assert cost.tokens_per_second(items) == pytest.approx(100 / 10)
+    # A failure with no known end takes no time (it cannot be placed).
+    assert len(cost.shares([record("base", 0.0, 10.0, 100), record("base", 0, 0, 0, error=-1)])) == 1
+
+
+def test_goodput_counts_only_tokens_within_the_slos() -> None:
+    fast = record("base", 0.0, 10.0, 101, ttft=0.05)  # TPOT 99.5 ms
+    slow_start = record("base", 10.0, 10.0, 101, ttft=0.5)
+    items = cost.shares([fast, slow_start], ttft_ms=200, tpot_ms=100)
+    assert cost.tokens_per_second(items, good_only=True) == pytest.approx(101 / 20)
+    figures = cost.throughput("base", "c1", items, 1, cost.NodePrice(36.0), slo=True, resamples=200)
+    assert figures.goodput_per_node.point == pytest.approx(101 / 20)
+    assert figures.goodput_cost_per_million.point == pytest.approx(36.0 / 3600 / (101 / 20) * 1e6)
+
+
+def test_saving_against_the_baseline_in_dollars_and_percent() -> None:
+    base = cost.shares([record("b", 0.0, 10.0, 100), record("b", 10.0, 10.0, 100)])  # 10 tokens/s
+    spec = cost.shares([record("s", 0.0, 5.0, 100), record("s", 5.0, 5.0, 100)])  # 20 tokens/s
+    result = cost.saving("s", "c1", base, spec, 2, 2, cost.NodePrice(36.0), resamples=200)
+    # 36 $/h over 20 tokens/s per node = $500 per million; over 40 = $250.
+    assert result.dollars.point == pytest.approx(250.0)
+    assert result.percent.point == pytest.approx(50.0)
+    assert cost.describe_saving(result, cost.NodePrice(36.0)).startswith("-$250.00 (-50%")
+    assert cost.saving("s", "c1", base, spec, 2, 2, cost.NodePrice(None)) is None
+
+
+def test_the_sweep_uses_the_same_busy_definition() -> None:
+    # Two requests overlapping, then a gap the server was idle in: busy is the union (2.5 + 1 s), not the span (4 s).
+    records = [record("v", 0.0, 2.0, 100), record("v", 0.5, 2.0, 100), record("v", 3.0, 1.0, 100)]
+    assert sweep.node_throughput(records) == pytest.approx(300 / 3.5)
+    assert sweep.node_throughput(records, servers_per_node=2) == pytest.approx(cost.records_throughput(records, 2))
+
+
+def test_recorded_price_and_servers_from_the_settings() -> None:
+    settings = {"cost": {"node_price_per_hour": 35.76, "price_source": "Capacity Block", "servers_per_node": 2}}
+    assert cost.recorded_price(settings) == cost.NodePrice(35.76, "Capacity Block")
+    assert cost.recorded_servers_per_node(settings)[0] == 2
+    assert not cost.recorded_price({}).known
+    assert not cost.recorded_price({"cost": {"node_price_per_hour": 0, "price_source": "no price set"}}).known
+    derived = {"cost": {"logical_cores_per_node": 64}, "serving": {"tensor_parallel_size": 32}}
+    assert cost.recorded_servers_per_node(derived) == (2, "64 logical cores per node // TP 32")
+    assert cost.recorded_servers_per_node({})[0] == 1
+
+
+def _run(price: float | None) -> dict:
+    deployment = {
+        "variants": [{"name": "base", "draft_model": ""}, {"name": "spec", "draft_model": "d", "num_speculative_tokens": 7}],
+        "cost": {"servers_per_node": 2, "slo": {"ttft_ms": 200, "tpot_ms": 100}},
+    }
+    if price is not None:
+        deployment["cost"].update(node_price_per_hour=price, price_source="test price")
+    return {"run_id": "r", "status": "completed", "plan": {"load": {"concurrency": 1, "requests": 2}, "deployment": deployment}}
+
+
+def test_summary_carries_throughput_cost_and_saving_per_group_and_level() -> None:
+    records = [
+        record("base", 0.0, 10.0, 101),
+        record("base", 10.0, 10.0, 101),
+        record("spec", 0.0, 5.0, 101),
+        record("spec", 5.0, 5.0, 101),
+    ]
+    summary = summarize_run(_run(36.0), records, {}, resamples=200)
+    group = summary.group("structured")
+    base, spec = group.variants["base"].throughput[0], group.variants["spec"].throughput[0]
+    assert (base.level, base.servers_per_node) == ("c1", 2)
+    assert base.per_node.point == pytest.approx(2 * 202 / 20)
+    assert spec.per_node.point == pytest.approx(2 * 202 / 10)
+    assert base.cost_per_million.point == pytest.approx(36 / 3600 / (2 * 202 / 20) * 1e6)
+    saving = group.comparisons[0].savings[0]
+    assert saving.percent.point == pytest.approx(50.0)
+    assert summary.price.describe() == "$36.00 per node-hour (test price)"
+    # Without a price: throughput still, cost not computed.
+    unpriced = summarize_run(_run(None), records, {}, resamples=200).group("structured")
+    assert unpriced.variants["base"].throughput[0].per_node.point == pytest.approx(base.per_node.point)
+    assert unpriced.variants["base"].throughput[0].cost_per_million.point is None
+    assert unpriced.comparisons[0].savings == [None]
