@@ -24,6 +24,33 @@ PRICES_USD = {
 # No on-demand list price for trn2.48xlarge was found in the Pricing API (only Capacity Block
 # products); a 24-hour Capacity Block was offered at $35.76/h in ap-south-2 in October 2026.
 TRN2_CAPACITY_BLOCK_OBSERVED = 35.76
+TRN2_CAPACITY_BLOCK_REGION, TRN2_CAPACITY_BLOCK_DATE = "ap-south-2", "2026-10"
+# Capacity Block prices change with supply and demand and are charged at purchase (REFERENCE.md 6):
+# every price is the user's setting (results.node_price_per_hour); this is one observed offer.
+RECORDED_NODE_PRICES = {
+    "trn2.48xlarge": (
+        TRN2_CAPACITY_BLOCK_OBSERVED,
+        f"24-hour Capacity Block offer seen in {TRN2_CAPACITY_BLOCK_REGION}, {TRN2_CAPACITY_BLOCK_DATE} (config/cost.py); "
+        "set yours with -c results.node_price_per_hour=...",
+    )
+}
+PRICE_SETTING_SOURCE = "setting results.node_price_per_hour"
+
+
+def recorded_node_price(instance_type: str) -> tuple[float, str] | None:
+    """The price recorded here for one node of ``instance_type`` and where it came from, or None."""
+    return RECORDED_NODE_PRICES.get(instance_type)
+
+
+def node_price(config: PlatformConfig) -> tuple[float | None, str]:
+    """The node price a run records (USD per hour; None: no price) and where it came from."""
+    price = config.results.node_price_per_hour
+    if price <= 0:
+        return None, "no price (results.node_price_per_hour=0, or none recorded for this instance type): cost not computed"
+    recorded = recorded_node_price(config.neuron_nodes.instance_type)
+    if recorded and recorded[0] == price:
+        return price, recorded[1]
+    return price, PRICE_SETTING_SOURCE
 
 
 def neuron_node_hour_price(instance_type: str) -> float | None:

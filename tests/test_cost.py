@@ -144,3 +144,34 @@ def test_summary_carries_throughput_cost_and_saving_per_group_and_level() -> Non
     assert unpriced.variants["base"].throughput[0].per_node.point == pytest.approx(base.per_node.point)
     assert unpriced.variants["base"].throughput[0].cost_per_million.point is None
     assert unpriced.comparisons[0].savings == [None]
+
+
+# --- the price as a setting ----------------------------------------------------------------------
+
+
+def test_the_price_defaults_to_the_recorded_capacity_block_offer_and_is_overridable() -> None:
+    from config import ConfigError, load_config
+    from config.cost import TRN2_CAPACITY_BLOCK_OBSERVED, node_price
+
+    default = load_config({}, {})
+    assert default.results.node_price_per_hour == TRN2_CAPACITY_BLOCK_OBSERVED
+    price, source = node_price(default)
+    assert price == 35.76 and "ap-south-2" in source and "2026-10" in source
+    assert node_price(load_config({"results.node_price_per_hour": "12.5"}, {})) == (12.5, "setting results.node_price_per_hour")
+    assert node_price(load_config({"results.node_price_per_hour": 0}, {}))[0] is None
+    for bad in ("-3", "nan", "5000"):
+        with pytest.raises(ConfigError, match="results.node_price_per_hour"):
+            load_config({"results.node_price_per_hour": bad}, {})
+
+
+def test_the_cli_flags_validate_the_price_in_one_line(capsys) -> None:
+    from specbench import cli
+
+    for command in (["report", "some-run"], ["sweep-report", "--sweep-id", "x"], ["run"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([*command, "--node-price-per-hour", "-1"])
+        assert exit_.value.code == 2
+        assert "--node-price-per-hour" in capsys.readouterr().err
+    settings = cli.with_price({"cost": {"servers_per_node": 2}}, 20.0, "flag")
+    assert settings["cost"] == {"servers_per_node": 2, "node_price_per_hour": 20.0, "price_source": "flag"}
+    assert cost.recorded_price(cli.with_price({}, 0.0, "flag")) == cost.NodePrice(None, "no price (flag 0): cost not computed")
