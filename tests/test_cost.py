@@ -175,3 +175,51 @@ def test_the_cli_flags_validate_the_price_in_one_line(capsys) -> None:
     settings = cli.with_price({"cost": {"servers_per_node": 2}}, 20.0, "flag")
     assert settings["cost"] == {"servers_per_node": 2, "node_price_per_hour": 20.0, "price_source": "flag"}
     assert cost.recorded_price(cli.with_price({}, 0.0, "flag")) == cost.NodePrice(None, "no price (flag 0): cost not computed")
+
+
+# --- end to end: a paced server of known throughput ----------------------------------------------
+
+STEP_S, OUTPUT_TOKENS, IN_FLIGHT, K = 0.02, 80, 4, 3
+
+
+def test_throughput_and_cost_of_a_run_against_paced_servers_within_two_percent(tmp_path) -> None:
+    """Emulated servers paced exactly: the first token one step after arrival, then one step per
+    chunk; the baseline streams 1 token a step, the speculative one k + 1 (every draft accepted, a
+    free draft). With 4 requests in flight a server delivers 4 x tokens / request time while busy."""
+    import json
+
+    from specbench import cli
+    from specbench.emulator.server import EmulatorProfile, EmulatorServer
+    from specbench.results.runfiles import load_run
+    from specbench.results.store import LocalStore, RunStore
+    from tests.runs import emulated_run_args
+
+    common = {"target_step_s": STEP_S, "prefill_base_s": STEP_S, "prefill_s_per_token": 0.0, "default_acceptance": 1.0}
+    baseline = EmulatorProfile(**common)
+    speculative = EmulatorProfile(**common, num_speculative_tokens=K, draft_cost_ratio=0.0)
+    steps = {"base": OUTPUT_TOKENS, "spec": 1 + -(-(OUTPUT_TOKENS - 1) // (K + 1))}  # 80 and 1 + 20
+    truth = {name: IN_FLIGHT * OUTPUT_TOKENS / (count * STEP_S) for name, count in steps.items()}  # tokens/s per server
+    settings = tmp_path / "settings.json"
+    deployment = {
+        "variants": [{"name": "qwen-vllm", "draft_model": ""}, {"name": "qwen-sd-vllm", "draft_model": "d", "num_speculative_tokens": K}],
+        "cost": {"node_price_per_hour": 36.0, "price_source": "test", "servers_per_node": 2},
+    }
+    settings.write_text(json.dumps(deployment))
+    with EmulatorServer(baseline) as base_server, EmulatorServer(speculative) as spec_server:
+        args = emulated_run_args(base_server, spec_server, tmp_path, "--test-case", "counting", "--run-id", "paced", "--no-publish")
+        args += ["--output-tokens", str(OUTPUT_TOKENS), "--concurrency", str(IN_FLIGHT), "--requests", "8", "--settings", str(settings)]
+        assert cli.main(args) == 0
+    files = load_run(RunStore(LocalStore(tmp_path), "paced"))
+    assert "union" in files.run["figure_definitions"]["busy_s"]
+    summary = summarize_run(files.run, files.records, files.acceptance, resamples=200)
+    group = summary.group("counting")
+    measured = {name: group.variants[variant].throughput[0] for name, variant in (("base", "qwen-vllm"), ("spec", "qwen-sd-vllm"))}
+    errors = {name: figures.per_server.point / truth[name] - 1 for name, figures in measured.items()}
+    print(f"paced servers: truth {truth}, relative error {errors}")
+    for name, figures in measured.items():
+        assert figures.output_tokens == 8 * OUTPUT_TOKENS
+        assert figures.per_server.point == pytest.approx(truth[name], rel=0.02), name
+        assert figures.per_node.point == pytest.approx(2 * truth[name], rel=0.02), name
+        assert figures.cost_per_million.point == pytest.approx(36.0 / 3600 / (2 * truth[name]) * 1e6, rel=0.02), name
+    expected_saving = (1 - truth["base"] / truth["spec"]) * 100  # 73.75%
+    assert group.comparisons[0].savings[0].percent.point == pytest.approx(expected_saving, abs=2.0)
