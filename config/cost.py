@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The recorded node prices are static facts beside the instance shapes (config/catalog.py), where
+# config/loader.py reads them to derive results.node_price_per_hour; re-exported here.
+from .catalog import (
+    PRICE_SETTING_SOURCE,
+    RECORDED_NODE_PRICES,
+    TRN2_CAPACITY_BLOCK_DATE,
+    TRN2_CAPACITY_BLOCK_OBSERVED,
+    TRN2_CAPACITY_BLOCK_REGION,
+    recorded_node_price,
+)
 from .model import PlatformConfig
 
 HOURS_PER_MONTH = 730
@@ -21,25 +31,14 @@ PRICES_USD = {
     "gp3_mibps_month_over_125": 0.04,
     "instance_hour": {"m7i.large": 0.1008, "m7i.xlarge": 0.2016, "m7i.2xlarge": 0.4032, "m6i.xlarge": 0.192, "m5.xlarge": 0.192},
 }
-# No on-demand list price for trn2.48xlarge was found in the Pricing API (only Capacity Block
-# products); a 24-hour Capacity Block was offered at $35.76/h in ap-south-2 in October 2026.
-TRN2_CAPACITY_BLOCK_OBSERVED = 35.76
-TRN2_CAPACITY_BLOCK_REGION, TRN2_CAPACITY_BLOCK_DATE = "ap-south-2", "2026-10"
-# Capacity Block prices change with supply and demand and are charged at purchase (REFERENCE.md 6):
-# every price is the user's setting (results.node_price_per_hour); this is one observed offer.
-RECORDED_NODE_PRICES = {
-    "trn2.48xlarge": (
-        TRN2_CAPACITY_BLOCK_OBSERVED,
-        f"24-hour Capacity Block offer seen in {TRN2_CAPACITY_BLOCK_REGION}, {TRN2_CAPACITY_BLOCK_DATE} (config/cost.py); "
-        "set yours with -c results.node_price_per_hour=...",
-    )
-}
-PRICE_SETTING_SOURCE = "setting results.node_price_per_hour"
-
-
-def recorded_node_price(instance_type: str) -> tuple[float, str] | None:
-    """The price recorded here for one node of ``instance_type`` and where it came from, or None."""
-    return RECORDED_NODE_PRICES.get(instance_type)
+__all__ = [
+    "RECORDED_NODE_PRICES",
+    "TRN2_CAPACITY_BLOCK_DATE",
+    "TRN2_CAPACITY_BLOCK_OBSERVED",
+    "TRN2_CAPACITY_BLOCK_REGION",
+    "node_price",
+    "recorded_node_price",
+]
 
 
 def node_price(config: PlatformConfig) -> tuple[float | None, str]:

@@ -14,7 +14,7 @@ from dataclasses import fields, replace
 from typing import Any, get_type_hints
 
 from . import serving_stacks
-from .cost import recorded_node_price
+from .catalog import recorded_node_price
 from .errors import ConfigError, Problem
 from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, ServingSettings, sections
 from .validate import validate

@@ -241,7 +241,7 @@ class ResultsSettings:
         "USD per hour of one Neuron node, for the cost per million output tokens in the report, dashboard and sweep-report "
         "(0 = no price: cost not computed; greater than 0: your price, e.g. your Capacity Block's or on-demand rate). "
         "Recorded with every run.",
-        derived="the Capacity Block price recorded in `config/cost.py` for `neuron_nodes.instance_type` "
+        derived="the Capacity Block price recorded in `config/catalog.py` for `neuron_nodes.instance_type` "
         "(trn2.48xlarge: 35.76, ap-south-2, 2026-10); 0 for a type with none",
     )
 

@@ -223,3 +223,20 @@ def test_throughput_and_cost_of_a_run_against_paced_servers_within_two_percent(t
         assert figures.cost_per_million.point == pytest.approx(36.0 / 3600 / (2 * truth[name]) * 1e6, rel=0.02), name
     expected_saving = (1 - truth["base"] / truth["spec"]) * 100  # 73.75%
     assert group.comparisons[0].savings[0].percent.point == pytest.approx(expected_saving, abs=2.0)
+
+
+def test_cloudwatch_gets_throughput_and_cost_per_variant_and_prompt_class() -> None:
+    from specbench.outputs.publish import throughput_datums
+
+    records = [record("base", 100.0, 10.0, 100), record("base", 105.0, 10.0, 200), record("base", 200.0, 5.0, 50, case="poem")]
+    records[2].prompt_class = "open-ended"
+    datums = throughput_datums(records, _run(36.0))
+    by = {(d["MetricName"], tuple((x["Name"], x["Value"]) for x in d["Dimensions"])): d for d in datums}
+    structured = (("Variant", "base"), ("PromptClass", "structured"))
+    assert by["OutputTokensPerSecondPerNode", structured]["Values"] == [pytest.approx(2 * 300 / 15)]
+    assert by["OutputTokensPerSecondPerNode", structured]["Unit"] == "Count/Second"
+    assert by["CostPerMillionOutputTokens", structured]["Values"] == [pytest.approx(250.0)]
+    assert by["OutputTokensPerSecondPerNode", (("Variant", "base"), ("PromptClass", "open-ended"))]["Values"] == [pytest.approx(20.0)]
+    # No price: the throughput is published, the cost is not (absent, never 0).
+    names = {d["MetricName"] for d in throughput_datums(records, _run(None))}
+    assert names == {"OutputTokensPerSecondPerNode"}

@@ -9,7 +9,7 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
-from specbench.analysis import stream_acceptance
+from specbench.analysis import cost, stream_acceptance
 from specbench.outputs import cloudwatch
 from specbench.results.records import RequestRecord
 from specbench.results.runfiles import load_acceptance, load_records
@@ -49,12 +49,39 @@ def run_datums(
         key = (record.variant, record.test_case)
         first_start[key] = min(first_start.get(key, record.started_at), record.started_at)
         prompt_class[record.test_case] = record.prompt_class
+    datums += throughput_datums(records, run)
     for test_case, by_endpoint in sorted(acceptance.items()):
         for variant, figures in sorted(by_endpoint.items()):
             if (variant, test_case) not in first_start:
                 continue
             timestamp = datetime.fromtimestamp(first_start[(variant, test_case)], timezone.utc)
             datums.extend(cloudwatch.acceptance_datums(variant, test_case, prompt_class[test_case], figures, timestamp))
+    return datums
+
+
+def throughput_datums(records: list[RequestRecord], run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per service, prompt class and load level: output tokens per second per node while busy, and
+    the cost of a million at the price the run's settings recorded (specbench/analysis/cost.py)."""
+    deployment = ((run or {}).get("plan") or {}).get("deployment") or {}
+    price = cost.recorded_price(deployment)
+    servers, _ = cost.recorded_servers_per_node(deployment)
+    load = ((run or {}).get("plan") or {}).get("load") or {}
+    default = "r" + format(load["request_rate"], "g").replace(".", "p") if load.get("request_rate") else f"c{load.get('concurrency', 1)}"
+    datums = []
+    for variant in sorted({r.variant for r in records}):
+        timed = [r for r in records if r.variant == variant and cost.window(r) is not None]
+        items = cost.shares(timed)
+        groups: dict[tuple[str, str], list[cost.Share]] = {}
+        first: dict[tuple[str, str], float] = {}
+        for record, share in zip(timed, items, strict=True):
+            key = (record.prompt_class, cost.level_label(record, default))
+            groups.setdefault(key, []).append(share)
+            first[key] = min(first.get(key, record.started_at), record.started_at)
+        for key, mine in sorted(groups.items()):
+            per_server = cost.tokens_per_second(mine)
+            per_node = None if per_server is None else per_server * servers
+            when = datetime.fromtimestamp(first[key], timezone.utc)
+            datums += cloudwatch.throughput_datums(variant, key[0], per_node, cost.cost_per_million_tokens(price.per_hour, per_node), when)
     return datums
 
 
