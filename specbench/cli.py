@@ -452,6 +452,14 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     if not points:
         print(f"specbench: no sweep point stored under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
         return EXIT_USAGE
+    from specbench.analysis import cost
+
+    deployment = ((runs[0] if runs else {}).get("plan") or {}).get("deployment") or {}
+    servers = args.servers_per_node or cost.recorded_servers_per_node(deployment)[0]
+    if args.node_price_per_hour is None:
+        price = cost.recorded_price(deployment)
+    else:
+        price = flag_price(args.node_price_per_hour, "sweep-report --node-price-per-hour")
     started = time.perf_counter()
     analysis = analyze_sweep(
         points,
@@ -459,11 +467,13 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         metric=TPOT if args.metric == "tpot" else E2E,
         slo=configured_slo(runs[0] if runs else {}, args.slo_ttft_ms, args.slo_tpot_ms),
         resamples=args.resamples,
-        servers_per_node=args.servers_per_node,
+        servers_per_node=servers,
+        price=price,
     )
     out = Path(args.out or f"sweep-report-{name}")
     written = write_report(analysis, out, charts=not args.no_charts)
     print("\n".join(analysis.summary))
+    print(f"price: {price.describe()}; {servers} servers per node")
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
     return put_sweep_dashboard(args.dashboard, written["dashboard"], args.region) if args.dashboard else 0
 

@@ -240,3 +240,26 @@ def test_cloudwatch_gets_throughput_and_cost_per_variant_and_prompt_class() -> N
     # No price: the throughput is published, the cost is not (absent, never 0).
     names = {d["MetricName"] for d in throughput_datums(records, _run(None))}
     assert names == {"OutputTokensPerSecondPerNode"}
+
+
+def test_sweep_quotes_cost_and_saving_beside_every_recommendation() -> None:
+    import re
+
+    from specbench.analysis.sweep import CONCURRENCY, Load, analyze_sweep
+    from tests.sweep_data import Truth, synthetic_points
+
+    truth = Truth({"structured": 0.9, "open-ended": 0.5}, {"Qwen/Qwen3-1.7B": 0.1}, (3, 7), (Load(CONCURRENCY, 1), Load(CONCURRENCY, 4)))
+    points = synthetic_points(truth, requests=6)
+    priced = analyze_sweep(points, resamples=200, servers_per_node=2, price=cost.NodePrice(36.0, "test"))
+    pattern = r"\$\d+\.\d\d -> \$\d+\.\d\d per M tokens \([+-]\d+%, CI [+-]\d+% to [+-]\d+%\)"
+    assert priced.summary and all(re.search(pattern, line) for line in priced.summary), priced.summary
+    for cls in priced.classes:
+        for rec in cls.recommendations.values():
+            assert rec.cost and rec.cost in rec.text
+        for lp in cls.load_points:
+            # The load table's figures: per node = per server x 2, cost from it at $36/h.
+            assert lp.per_node.point == pytest.approx(lp.tokens_per_s_per_node, rel=1e-9)
+            assert lp.cost_per_million.point == pytest.approx(cost.cost_per_million_tokens(36.0, lp.per_node.point))
+            assert lp.cost_per_million.known
+    unpriced = analyze_sweep(points, resamples=200)
+    assert not any("per M tokens" in line for line in unpriced.summary)
