@@ -237,7 +237,7 @@ def load_table(summary: RunSummary) -> Table:
 
 
 DECISION_HEADERS = (
-    "Group",
+    "Group",  # "Prompt class" or "Test case": the rest is the same in both tables
     "Service",
     "Faster?",
     "End-to-end speedup",
@@ -278,7 +278,7 @@ def decision_table(summary: RunSummary, kind: str = "prompt class") -> Table:
                     f"{_requests(base)} / {_requests(spec)}",
                 )
             )
-    return Table(DECISION_HEADERS, rows)
+    return Table(("Prompt class" if kind == "prompt class" else "Test case", *DECISION_HEADERS[1:]), rows)
 
 
 def faster(interval: Interval) -> str:
@@ -527,7 +527,7 @@ table { border-collapse: collapse; margin: 0.3em 0 1em; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } tr.short td { background: #fde2e2; } tr.short td:last-child { font-weight: bold; color: #c62828; }
 figure { margin: 0.3em 0 1em; } figure img { max-width: 100%; border: 1px solid #ddd; } figcaption { color: #555; font-size: 0.85em; }
-#speedup-chart figure { margin: 0.2em 0; } #speedup-chart img { height: 270px; width: auto; }
+#speedup-chart figure { margin: 0.2em 0; } #speedup-chart img { height: 330px; width: auto; }
 #decision table, #decision-test-cases table { font-size: 0.82em; }
 #decision p { margin: 0 0 0.4em; font-size: 0.8em; color: #555; }
 """
