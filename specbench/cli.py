@@ -328,7 +328,7 @@ def dataset_suite(suite: Suite, args: argparse.Namespace) -> Suite:
 
 def command_run(args: argparse.Namespace) -> int:
     from specbench.load import make_engine
-    from specbench.outputs.publish import describe_publish, publish_run, summary_table
+    from specbench.outputs.publish import cost_table, describe_publish, publish_run, summary_table
     from specbench.results.store import RunStore, open_store
     from specbench.runner import Runner, RunPlan, new_run_id
 
@@ -390,6 +390,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
+    print(cost_table(result.records, settings, endpoints[0].name, load.level))
     code = 0
     dead = failed_services(result.records)
     if dead:

@@ -182,11 +182,12 @@ def test_the_cli_flags_validate_the_price_in_one_line(capsys) -> None:
 STEP_S, OUTPUT_TOKENS, IN_FLIGHT, K = 0.02, 80, 4, 3
 
 
-def test_throughput_and_cost_of_a_run_against_paced_servers_within_two_percent(tmp_path) -> None:
+def test_throughput_and_cost_of_a_run_against_paced_servers_within_two_percent(tmp_path, capsys) -> None:
     """Emulated servers paced exactly: the first token one step after arrival, then one step per
     chunk; the baseline streams 1 token a step, the speculative one k + 1 (every draft accepted, a
     free draft). With 4 requests in flight a server delivers 4 x tokens / request time while busy."""
     import json
+    import re
 
     from specbench import cli
     from specbench.emulator.server import EmulatorProfile, EmulatorServer
@@ -209,6 +210,12 @@ def test_throughput_and_cost_of_a_run_against_paced_servers_within_two_percent(t
         args = emulated_run_args(base_server, spec_server, tmp_path, "--test-case", "counting", "--run-id", "paced", "--no-publish")
         args += ["--output-tokens", str(OUTPUT_TOKENS), "--concurrency", str(IN_FLIGHT), "--requests", "8", "--settings", str(settings)]
         assert cli.main(args) == 0
+    # specbench run prints them per class, with intervals and the price it used.
+    printed = capsys.readouterr().out
+    assert "cost per million output tokens at $36.00 per node-hour (test); 2 servers per node" in printed
+    assert re.search(r"structured +c4 +qwen-sd-vllm +\d+\.\d \(\d+\.\d-\d+\.\d\) +\$\d+\.\d\d \(.*\) +-\$\d+\.\d\d \(-7\d%", printed), (
+        printed
+    )
     files = load_run(RunStore(LocalStore(tmp_path), "paced"))
     assert "union" in files.run["figure_definitions"]["busy_s"]
     summary = summarize_run(files.run, files.records, files.acceptance, resamples=200)

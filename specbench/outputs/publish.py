@@ -161,3 +161,39 @@ def summary_table(cases: list[Any], baseline: str) -> str:
         if case.outputs_match is False:
             lines.append(f"{'':<18} note: outputs differ between requests of {case.test_case} (expected identical at temperature 0)")
     return "\n".join(lines)
+
+
+def cost_table(records: list[RequestRecord], settings: dict[str, Any], baseline: str, default_level: str, resamples: int = 1000) -> str:
+    """Per prompt class, load level and endpoint: output tokens per second per node while busy and
+    the cost of a million output tokens (95% bootstrap CIs), the change against the baseline, and
+    the price used with where it came from (specbench/analysis/cost.py)."""
+    from specbench.analysis.stats import format_interval, seed_for
+
+    price = cost.recorded_price(settings)
+    servers, servers_source = cost.recorded_servers_per_node(settings)
+    lines = [
+        f"cost per million output tokens at {price.describe()}; {servers} servers per node ({servers_source})",
+        f"{'prompt class':<15} {'load':<5} {'endpoint':<16} {'tokens/s per node':<24} {'cost per M tokens':<22} change vs baseline",
+    ]
+    share_of: dict[int, cost.Share] = {}
+    for variant in {r.variant for r in records}:
+        timed = [r for r in records if r.variant == variant and cost.window(r) is not None]
+        share_of.update((id(r), share) for r, share in zip(timed, cost.shares(timed), strict=True))
+    groups: dict[tuple[str, str, str], list[cost.Share]] = {}
+    for record in records:
+        if id(record) in share_of:
+            groups.setdefault((record.prompt_class, cost.level_label(record, default_level), record.variant), []).append(
+                share_of[id(record)]
+            )
+    for (prompt_class, level, variant), items in groups.items():
+        options = {"seed": seed_for(prompt_class, level, variant, "cost"), "resamples": resamples}
+        figures = cost.throughput(variant, level, items, servers, price, **options)
+        change = "-"
+        if variant != baseline:
+            base = groups.get((prompt_class, level, baseline), [])
+            change = cost.describe_saving(cost.saving(variant, level, base, items, servers, servers, price, **options), price)
+        per_node = format_interval(figures.per_node, unit="", digits=1)
+        lines.append(
+            f"{prompt_class:<15} {level:<5} {variant:<16} {per_node:<24} {cost.describe_cost(figures.cost_per_million, price):<22} {change}"
+        )
+    return "\n".join(lines)
