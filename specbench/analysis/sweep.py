@@ -156,6 +156,8 @@ class LoadPoint:
     # With their bootstrap CIs (analysis.cost): tokens/s per node while busy and USD per million output tokens.
     per_node: stats.Interval = field(default_factory=lambda: stats.Interval(None))
     cost_per_million: stats.Interval = field(default_factory=lambda: stats.Interval(None))
+    # The cost of a million tokens of requests within the SLOs (busy time of every request); None without an SLO.
+    goodput_cost_per_million: stats.Interval | None = None
 
 
 @dataclass(frozen=True)
@@ -333,21 +335,31 @@ def recommendation_text(prompt_class: str, load: Load, rec_variant: Variant | No
 
 class _Context:
     def __init__(
-        self, resamples: int, confidence: float, price: cost.NodePrice | None = None, servers: int = 1, points: Sequence[Point] = ()
+        self,
+        resamples: int,
+        confidence: float,
+        price: cost.NodePrice | None = None,
+        servers: int = 1,
+        points: Sequence[Point] = (),
+        slo: Slo | None = None,
     ) -> None:
         self.options = {"resamples": resamples, "confidence": confidence}
         self.price, self.servers = price or cost.NodePrice(None), servers
+        self.slo = slo or Slo()
         # Every request's busy share, per point (one server's run) over all of its records.
         self.share_of: dict[int, cost.Share] = {}
         for point in points:
             timed = [r for r in point.records if cost.window(r) is not None]
-            self.share_of.update((id(r), share) for r, share in zip(timed, cost.shares(timed), strict=True))
+            found = cost.shares(timed, self.slo.ttft_ms, self.slo.tpot_ms)
+            self.share_of.update((id(r), share) for r, share in zip(timed, found, strict=True))
 
     def items(self, records: Iterable[RequestRecord]) -> list[cost.Share]:
         return [self.share_of[id(r)] for r in records if id(r) in self.share_of]
 
     def throughput(self, name: str, records: Sequence[RequestRecord], *seed: str) -> cost.Throughput:
-        return cost.throughput(name, "", self.items(records), self.servers, self.price, seed=stats.seed_for(*seed, "cost"), **self.options)
+        has_slo = self.slo.ttft_ms is not None or self.slo.tpot_ms is not None
+        items = self.items(records)
+        return cost.throughput(name, "", items, self.servers, self.price, slo=has_slo, seed=stats.seed_for(*seed, "cost"), **self.options)
 
     def cost_text(self, base: Sequence[RequestRecord], spec: Sequence[RequestRecord] | None, *seed: str) -> str:
         """``$X -> $Y per M tokens (-Z%, CI ...)``; the baseline's cost alone when ``spec`` is None."""
@@ -390,7 +402,7 @@ def analyze_sweep(
         raise ValueError(f"metric {metric!r}: allowed {', '.join(METRIC_TITLES)}")
     slo = slo or Slo()
     price = price or cost.NodePrice(None)
-    context = _Context(resamples, confidence, price, servers_per_node, points)
+    context = _Context(resamples, confidence, price, servers_per_node, points, slo)
     loads = sorted({p.load for p in points})
     classes = sorted({r.prompt_class for p in points for r in p.records})  # stable whatever order the points are read in
     notes: list[str] = []
@@ -582,6 +594,7 @@ def _load_point(
         speedup=speedup,
         per_node=figures.per_node if figures else stats.Interval(None),
         cost_per_million=figures.cost_per_million if figures else stats.Interval(None),
+        goodput_cost_per_million=figures.goodput_cost_per_million if figures else None,
     )
 
 

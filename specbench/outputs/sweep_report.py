@@ -123,18 +123,22 @@ def _cost(interval: Interval, price: NodePrice) -> str:
     return describe_cost(interval, price)
 
 
+def _goodput_cost(interval: Interval | None, price: NodePrice) -> str:
+    return "no SLO" if interval is None else describe_cost(interval, price)
+
+
 def _load_table(cls: ClassAnalysis, price: NodePrice) -> list[str]:
     rows = [
-        "| variant | load | tokens/s per user | tokens/s per node (busy) | cost per M output tokens | TTFT p50/p90 (ms) | "
-        "TPOT p50/p90 (ms) | goodput | speedup | Pareto |",
-        "|" + "---|" * 10,
+        "| variant | load | tokens/s per user | tokens/s per node (busy) | cost per M output tokens | cost per M within SLOs | "
+        "TTFT p50/p90 (ms) | TPOT p50/p90 (ms) | goodput | speedup | Pareto |",
+        "|" + "---|" * 11,
     ]
     front = {(p.variant, p.load) for p in cls.pareto}
     for p in cls.load_points:
         goodput = f"{p.goodput:.0%}" if p.goodput is not None else "no SLO"
         rows.append(
             f"| {p.variant} | {p.load.describe()} | {_num(p.tokens_per_s_per_user)} | {_interval(p.per_node, p.tokens_per_s_per_node)} | "
-            f"{_cost(p.cost_per_million, price)} | "
+            f"{_cost(p.cost_per_million, price)} | {_goodput_cost(p.goodput_cost_per_million, price)} | "
             f"{_ms(p.ttft.p50)}/{_ms(p.ttft.p90)} | {_ms(p.tpot.p50)}/{_ms(p.tpot.p90)} | {goodput} | "
             f"{format_interval(p.speedup) if p.speedup else '-'} | {'yes' if (p.variant, p.load) in front else ''} |"
         )
