@@ -301,3 +301,24 @@ def test_sweep_goodput_cost_counts_only_tokens_within_the_slos() -> None:
     busy = 2 * (0.1 + 99 * 0.01) + 2 * (0.1 + 99 * 0.03)
     assert by["v"].goodput_cost_per_million.point == pytest.approx(cost.cost_per_million_tokens(36.0, 200 / busy))
     assert by["baseline"].goodput_cost_per_million.point == pytest.approx(by["baseline"].cost_per_million.point)
+
+
+def test_a_multi_level_run_has_cost_per_load_level() -> None:
+    from specbench.outputs.report import cost_headline, decision_table
+
+    records = []
+    for level, start, spec_e2e in (("c1", 0.0, 5.0), ("c4", 100.0, 2.5)):
+        for variant, e2e in (("base", 10.0), ("spec", spec_e2e)):
+            for index in range(2):
+                r = record(variant, start + index * e2e, e2e, 101)
+                r.load_level, r.request_index = level, index
+                records.append(r)
+    summary = summarize_run(_run(36.0), records, {}, resamples=100)
+    assert summary.levels == ["c1", "c4"]
+    group = summary.group("structured")
+    assert [t.level for t in group.variants["base"].throughput] == ["c1", "c4"]
+    percent = [s.percent.point for s in group.comparisons[0].savings]
+    assert percent == [pytest.approx(50.0), pytest.approx(75.0)]
+    row = decision_table(summary).rows[0]
+    assert row[5].startswith("c1: $") and "; c4: $" in row[5] and "c4: -$" in row[7]
+    assert "structured at c4 $" in cost_headline(summary) and "(-75%)" in cost_headline(summary)

@@ -343,7 +343,7 @@ def cost_headline(summary: RunSummary) -> str:
             if b.cost_per_million.point is None or p.cost_per_million.point is None or change.percent.point is None:
                 continue
             at = f" at {b.level}" if len(summary.levels) > 1 else ""
-            parts.append(f"{label}{at} ${b.cost_per_million.point:.2f} -> ${p.cost_per_million.point:.2f} ({-change.percent.point:+.0f}%)")
+            parts.append(f"{label}{at} ${b.cost_per_million.point:.2f} → ${p.cost_per_million.point:.2f} ({-change.percent.point:+.0f}%)")
     if not parts:
         return ""
     return (
