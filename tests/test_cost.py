@@ -294,12 +294,13 @@ def test_sweep_goodput_cost_counts_only_tokens_within_the_slos() -> None:
             records.append(r)
         return Point(f"{name}-c1", Variant(name, "d" if k else None, k), Load(CONCURRENCY, 1), 0, tuple(records))
 
-    points = [point("baseline", None, [0.02] * 4), point("v", 3, [0.01, 0.01, 0.03, 0.03])]
+    points = [point("baseline", None, [0.02] * 4), point("v", 3, [0.01, 0.01, 0.01, 0.03])]
     analysis = analyze_sweep(points, resamples=100, price=cost.NodePrice(36.0), slo=Slo(tpot_ms=25))
     by = {lp.variant: lp for lp in analysis.classes[0].load_points}
-    # v: half its requests miss the TPOT SLO, so a good token costs busy time of all / tokens of half.
-    busy = 2 * (0.1 + 99 * 0.01) + 2 * (0.1 + 99 * 0.03)
-    assert by["v"].goodput_cost_per_million.point == pytest.approx(cost.cost_per_million_tokens(36.0, 200 / busy))
+    # v: one request in four misses the TPOT SLO, so a good token costs busy time of all / tokens of three.
+    busy = 3 * (0.1 + 99 * 0.01) + (0.1 + 99 * 0.03)
+    assert by["v"].goodput_cost_per_million.point == pytest.approx(cost.cost_per_million_tokens(36.0, 300 / busy))
+    assert by["v"].cost_per_million.point == pytest.approx(cost.cost_per_million_tokens(36.0, 400 / busy))
     assert by["baseline"].goodput_cost_per_million.point == pytest.approx(by["baseline"].cost_per_million.point)
 
 
