@@ -323,3 +323,17 @@ def test_a_multi_level_run_has_cost_per_load_level() -> None:
     row = decision_table(summary).rows[0]
     assert row[5].startswith("c1: $") and "; c4: $" in row[5] and "c4: -$" in row[7]
     assert "structured at c4 $" in cost_headline(summary) and "(-75%)" in cost_headline(summary)
+
+
+def test_report_flag_overrides_the_recorded_price_and_says_so(tmp_path, capsys) -> None:
+    from specbench import cli
+    from tests.test_report import complete_inputs, store_run
+
+    store_run(tmp_path / "results", "run-1", *complete_inputs())
+    out = tmp_path / "out"
+    args = ["report", "run-1", "--results", str(tmp_path / "results"), "--out", str(out), "--resamples", "50"]
+    assert cli.main([*args, "--node-price-per-hour", "20", "--servers-per-node", "4"]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "$20.00 per node-hour (report --node-price-per-hour)" in html and "Servers per node: 4 (given)" in html
+    assert cli.main([*args, "--node-price-per-hour", "0"]) == 0
+    assert "not computed (no price)" in (out / "report.html").read_text(encoding="utf-8")
