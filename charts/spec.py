@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from config import ConfigError, PlatformConfig, Problem, catalog, layout, serving_stacks
+from config.cost import node_price
 from config.sweep import enabled as sweep_enabled
 from config.sweep import sweep_variants
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
+from specbench.analysis.cost import servers_per_node
 from specbench.prompts.suite import load_suite
 
 from . import serving_stack
@@ -481,6 +483,20 @@ def settings_snapshot(
             "request_timeout_seconds": b.request_timeout_seconds,
             "metrics_namespace": b.metrics_namespace,
         },
+    }
+    # What the cost per million output tokens uses (specbench/analysis/cost.py): the node's price and
+    # where it came from, how many servers of this size one node holds, and the goodput SLOs.
+    cores = shared.instance.logical_cores(shared.logical_nc_config)
+    price, price_source = node_price(config)
+    snapshot["cost"] = {
+        "node_price_per_hour": price or 0,
+        "price_source": price_source,
+        "instance_type": shared.instance_type,
+        "logical_cores_per_node": cores,
+        "servers_per_node": servers_per_node(cores, shared.tensor_parallel_size),
+        "servers_per_node_source": f"{cores} logical cores per {shared.instance_type} at LNC={shared.logical_nc_config} "
+        f"// TP {shared.tensor_parallel_size}",
+        "slo": {"ttft_ms": config.sweep.slo_ttft_ms, "tpot_ms": config.sweep.slo_tpot_ms},
     }
     if datasets:  # a dataset-backed suite: each source, its revision, sha256 and licence, as the suite pins them
         snapshot["benchmark"]["datasets"] = datasets

@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The recorded node prices are static facts beside the instance shapes (config/catalog.py), where
+# config/loader.py reads them to derive results.node_price_per_hour; re-exported here.
+from .catalog import (
+    PRICE_SETTING_SOURCE,
+    RECORDED_NODE_PRICES,
+    TRN2_CAPACITY_BLOCK_DATE,
+    TRN2_CAPACITY_BLOCK_OBSERVED,
+    TRN2_CAPACITY_BLOCK_REGION,
+    recorded_node_price,
+)
 from .model import PlatformConfig
 
 HOURS_PER_MONTH = 730
@@ -21,9 +31,25 @@ PRICES_USD = {
     "gp3_mibps_month_over_125": 0.04,
     "instance_hour": {"m7i.large": 0.1008, "m7i.xlarge": 0.2016, "m7i.2xlarge": 0.4032, "m6i.xlarge": 0.192, "m5.xlarge": 0.192},
 }
-# No on-demand list price for trn2.48xlarge was found in the Pricing API (only Capacity Block
-# products); a 24-hour Capacity Block was offered at $35.76/h in ap-south-2 in October 2026.
-TRN2_CAPACITY_BLOCK_OBSERVED = 35.76
+__all__ = [
+    "RECORDED_NODE_PRICES",
+    "TRN2_CAPACITY_BLOCK_DATE",
+    "TRN2_CAPACITY_BLOCK_OBSERVED",
+    "TRN2_CAPACITY_BLOCK_REGION",
+    "node_price",
+    "recorded_node_price",
+]
+
+
+def node_price(config: PlatformConfig) -> tuple[float | None, str]:
+    """The node price a run records (USD per hour; None: no price) and where it came from."""
+    price = config.results.node_price_per_hour
+    if price <= 0:
+        return None, "no price (results.node_price_per_hour=0, or none recorded for this instance type): cost not computed"
+    recorded = recorded_node_price(config.neuron_nodes.instance_type)
+    if recorded and recorded[0] == price:
+        return price, recorded[1]
+    return price, PRICE_SETTING_SOURCE
 
 
 def neuron_node_hour_price(instance_type: str) -> float | None:

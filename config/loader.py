@@ -14,6 +14,7 @@ from dataclasses import fields, replace
 from typing import Any, get_type_hints
 
 from . import serving_stacks
+from .catalog import recorded_node_price
 from .errors import ConfigError, Problem
 from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, ServingSettings, sections
 from .validate import validate
@@ -91,7 +92,11 @@ def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> Platfor
     addons = config.addons
     if not addons.neuron_scheduler_image:
         addons = replace(addons, neuron_scheduler_image=f"registry.k8s.io/kube-scheduler:v{config.cluster.kubernetes_version}.0")
-    return replace(config, env=env, neuron_nodes=neuron, addons=addons, serving=_serving_derived(config.serving))
+    results = config.results
+    if results.node_price_per_hour == -1.0:  # not set: the price recorded for the instance type, else none (0)
+        recorded = recorded_node_price(neuron.instance_type)
+        results = replace(results, node_price_per_hour=recorded[0] if recorded else 0.0)
+    return replace(config, env=env, neuron_nodes=neuron, addons=addons, results=results, serving=_serving_derived(config.serving))
 
 
 def _serving_derived(s: ServingSettings) -> ServingSettings:

@@ -239,6 +239,15 @@ class ResultsSettings:
         "draft step relative to one target step, for the dashboard's expected speedup (greater than 0, less than 1).",
     )
     bootstrap_resamples: int = setting(2000, "Bootstrap resamples of each speedup's 95% confidence interval (100 to 100000).")
+    # -1: not set, derived from config/cost.py; 0: no price (cost "not computed (no price)"); > 0: the user's price.
+    node_price_per_hour: float = setting(
+        -1.0,
+        "USD per hour of one Neuron node, for the cost per million output tokens in the report, dashboard and sweep-report "
+        "(0 = no price: cost not computed; greater than 0: your price, e.g. your Capacity Block's or on-demand rate). "
+        "Recorded with every run.",
+        derived="the Capacity Block price recorded in `config/catalog.py` for `neuron_nodes.instance_type` "
+        "(trn2.48xlarge: 35.76, ap-south-2, 2026-10); 0 for a type with none",
+    )
 
 
 @dataclass(frozen=True)

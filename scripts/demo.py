@@ -211,8 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         write_report(by_class, out / "report-classes")
         print()
         print(class_table(by_class))
+        print()
+        print(cost_table(by_class))
         print(f"per-class report: {out / 'report-classes' / 'report.html'}")
     finished = time.perf_counter()
+    print()
+    print(cost_table(summary))
     print()
     print(summary.verdict)
     print(f"aggregation: {result['aws_calls_total']} AWS calls {result['aws_calls']}, {result['seconds']} s")
@@ -243,6 +247,32 @@ def class_table(summary: aggregate.RunSummary) -> str:
     for row in acceptance_matrix(summary).rows:
         e2e, tpot = speedups[(row[0], row[1])]
         lines.append(f"{row[0]:<15} {e2e:<20} {tpot:<20} {row[3]:<26} {row[4]:<22} {row[5]}")
+    return "\n".join(lines)
+
+
+def cost_table(summary: aggregate.RunSummary) -> str:
+    """Per prompt class and service: output tokens per second per node while busy and the cost of a
+    million output tokens, 95% CIs, and the speculative service's change against the baseline."""
+    from specbench.analysis import cost
+    from specbench.analysis.stats import format_interval
+
+    lines = [
+        f"cost per million output tokens at {summary.price.describe()}; {summary.servers_per_node} servers per node "
+        f"({summary.servers_per_node_source})",
+        f"{'prompt class':<15} {'load':<5} {'service':<14} {'tokens/s per node':<24} {'cost per M tokens':<22} change vs baseline",
+    ]
+    for group in summary.prompt_classes:
+        savings = {(s.variant, s.level): s for c in group.comparisons for s in c.savings if s}
+        for variant in group.variants.values():
+            for t in variant.throughput:
+                change = (
+                    "-"
+                    if variant.variant == summary.baseline
+                    else cost.describe_saving(savings.get((variant.variant, t.level)), summary.price)
+                )
+                per_node = format_interval(t.per_node, unit="", digits=1)
+                money = cost.describe_cost(t.cost_per_million, summary.price)
+                lines.append(f"{group.name:<15} {t.level:<5} {variant.variant:<14} {per_node:<24} {money:<22} {change}")
     return "\n".join(lines)
 
 

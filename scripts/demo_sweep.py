@@ -33,6 +33,8 @@ from specbench.analysis.theory import best_k  # noqa: E402
 from specbench.emulator.process import emulate_processes, free_ports  # noqa: E402
 
 DRAFT_COST = 0.15
+# The deployment's defaults: the price recorded in config/catalog.py, two TP-32 servers per trn2.48xlarge.
+NODE_PRICE, SERVERS_PER_NODE = 35.76, 2
 DRAFT_MODEL = "Qwen/Qwen3-1.7B"  # a label: the emulator has no draft model
 # The emulator's acceptance for these test cases' markers (specbench.emulator.default_profiles).
 CLASSES = {"structured": ("counting", 0.9), "open-ended": ("cat-on-mat", 0.6)}
@@ -137,10 +139,27 @@ def sweep(
             print(f"  {point:<24} wave {wave}", flush=True)
     report = ["sweep-report", "--results", str(results), "--sweep-id", sweep_id, "--out", str(out / "sweep-report")]
     report += ["--metric", "tpot", "--resamples", str(resamples), "--slo-tpot-ms", str(45 * time_scale * 0.8)]
+    # The deployment's price and servers per node (the points here run without a settings snapshot).
+    report += ["--node-price-per-hour", str(NODE_PRICE), "--servers-per-node", str(SERVERS_PER_NODE)]
     if cli.main(report) != 0:
         raise RuntimeError("specbench sweep-report failed")
     analysis = json.loads((out / "sweep-report" / "sweep-analysis.json").read_text())
+    print_costs(analysis)
     return recovered(_rebuild(analysis), loads[0].label)
+
+
+def print_costs(analysis: dict) -> None:
+    """Per class and load: tokens/s per node and cost per million output tokens, baseline and the best variant, 95% CIs."""
+    from specbench.analysis.stats import Interval, format_interval
+
+    print(f"\ncost per million output tokens at ${NODE_PRICE}/node-hour, {SERVERS_PER_NODE} servers per node:")
+    print(f"{'class':<11} {'load':<22} {'service':<16} {'tokens/s per node':<24} cost per M tokens")
+    for cls in analysis["classes"]:
+        for lp in cls["load_points"]:
+            per_node = format_interval(Interval(**lp["per_node"]), unit="", digits=1)
+            money = format_interval(Interval(**lp["cost_per_million"]), unit="", digits=2)
+            load = Load(lp["load"]["kind"], lp["load"]["value"]).describe()
+            print(f"{cls['prompt_class']:<11} {load:<22} {lp['variant']:<16} {per_node:<24} ${money}")
 
 
 def _rebuild(data: dict) -> SweepAnalysis:

@@ -60,6 +60,36 @@ def positive_float(text: str) -> float:
     return value
 
 
+MAX_NODE_PRICE = 1000.0  # as config/validate.py's MAX_NODE_PRICE_PER_HOUR
+
+
+def node_price(text: str) -> float:
+    """--node-price-per-hour: USD per node-hour, 0 (no price: cost not computed) up to 1000."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= MAX_NODE_PRICE:
+        allowed = f"USD per node-hour from 0 (no price: cost not computed) to {MAX_NODE_PRICE:g}, e.g. 35.76"
+        raise argparse.ArgumentTypeError(f"{text}: {allowed}")
+    return value
+
+
+PRICE_HELP = (
+    "USD per hour of one Neuron node, for the cost per million output tokens (0: no price, cost not computed; "
+    "default: the price the run's settings recorded, results.node_price_per_hour)"
+)
+
+
+def with_price(settings: dict, price: float | None, source: str) -> dict:
+    """The settings snapshot with ``price`` (from a flag) recorded as the run's node price."""
+    if price is None:
+        return settings
+    cost = dict(settings.get("cost") or {})
+    cost.update(node_price_per_hour=price, price_source=source if price > 0 else f"no price ({source} 0): cost not computed")
+    return {**settings, "cost": cost}
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="specbench", description="Measure speculative decoding against a baseline, per prompt type.")
     commands = root.add_subparsers(dest="command", required=True)
@@ -110,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")
     run.add_argument("--run-id", default="", help="default: UTC time and a random suffix")
     run.add_argument("--settings", default="", help="JSON snapshot of the deployment, stored with the run")
+    run.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP + "; recorded in run.json")
     run.add_argument("--namespace", default="Qwen/LLMPerf", help="CloudWatch namespace")
     run.add_argument("--region", default=None, help="AWS region for S3 and CloudWatch")
     run.add_argument("--no-publish", action="store_true", help="store only; publish later with `specbench publish`")
@@ -134,6 +165,10 @@ def parser() -> argparse.ArgumentParser:
         "--draft-cost-ratio", type=float, default=0.1, help="c, a draft step's cost in target steps, for the expected speedup (0 < c < 1)"
     )
     report.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
+    report.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP)
+    report.add_argument(
+        "--servers-per-node", type=positive_int, default=None, help="servers of this size per node (default: the run's settings)"
+    )
     report.add_argument("--region", default=None)
 
     sweep = commands.add_parser("sweep-report", help="a sweep's recommendation table, curves and load figures (Markdown, PNG, JSON)")
@@ -157,7 +192,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="goodput: a request's time-per-output-token limit (default: the deployment's sweep.slo_tpot_ms)",
     )
-    sweep.add_argument("--servers-per-node", type=positive_int, default=1, help="tokens/s per node = per server x this")
+    sweep.add_argument(
+        "--servers-per-node",
+        type=positive_int,
+        default=None,
+        help="tokens/s per node = per server x this (default: the deployment's settings, logical cores per node // TP; else 1)",
+    )
+    sweep.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP)
     sweep.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     sweep.add_argument("--no-charts", action="store_true", help="Markdown and JSON only (no matplotlib)")
     sweep.add_argument("--dashboard", default="", help="also put the table and per-point bars as this CloudWatch dashboard (its own)")
@@ -287,7 +328,7 @@ def dataset_suite(suite: Suite, args: argparse.Namespace) -> Suite:
 
 def command_run(args: argparse.Namespace) -> int:
     from specbench.load import make_engine
-    from specbench.outputs.publish import describe_publish, publish_run, summary_table
+    from specbench.outputs.publish import cost_table, describe_publish, publish_run, summary_table
     from specbench.results.store import RunStore, open_store
     from specbench.runner import Runner, RunPlan, new_run_id
 
@@ -303,7 +344,7 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         sweep = parse_sweep_point(args.sweep_id, args.sweep_point) if args.sweep_id else {}
-        settings = read_settings(args.settings)
+        settings = with_price(read_settings(args.settings), args.node_price_per_hour, "specbench run --node-price-per-hour")
         store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
     except ValueError as error:  # a bad --settings file, a bad --results
         print(f"specbench: {error}", file=sys.stderr)
@@ -349,6 +390,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
+    print(cost_table(result.records, settings, endpoints[0].name, load.level))
     code = 0
     dead = failed_services(result.records)
     if dead:
@@ -411,6 +453,14 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     if not points:
         print(f"specbench: no sweep point stored under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
         return EXIT_USAGE
+    from specbench.analysis import cost
+
+    deployment = ((runs[0] if runs else {}).get("plan") or {}).get("deployment") or {}
+    servers = args.servers_per_node or cost.recorded_servers_per_node(deployment)[0]
+    if args.node_price_per_hour is None:
+        price = cost.recorded_price(deployment)
+    else:
+        price = flag_price(args.node_price_per_hour, "sweep-report --node-price-per-hour")
     started = time.perf_counter()
     analysis = analyze_sweep(
         points,
@@ -418,11 +468,13 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         metric=TPOT if args.metric == "tpot" else E2E,
         slo=configured_slo(runs[0] if runs else {}, args.slo_ttft_ms, args.slo_tpot_ms),
         resamples=args.resamples,
-        servers_per_node=args.servers_per_node,
+        servers_per_node=servers,
+        price=price,
     )
     out = Path(args.out or f"sweep-report-{name}")
     written = write_report(analysis, out, charts=not args.no_charts)
     print("\n".join(analysis.summary))
+    print(f"price: {price.describe()}; {servers} servers per node")
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
     return put_sweep_dashboard(args.dashboard, written["dashboard"], args.region) if args.dashboard else 0
 
@@ -514,6 +566,12 @@ def report_store(run: str, results: str | None, region: str | None):  # type: ig
     return RunStore(open_store(location or "/", region), run_id)
 
 
+def flag_price(value: float, flag: str):  # type: ignore[no-untyped-def]
+    from specbench.analysis.cost import NodePrice
+
+    return NodePrice(value if value > 0 else None, flag if value > 0 else f"no price ({flag} 0)")
+
+
 def command_report(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -548,6 +606,8 @@ def command_report(args: argparse.Namespace) -> int:
             baseline=args.baseline,
             draft_cost_ratio=args.draft_cost_ratio,
             resamples=args.resamples,
+            price=None if args.node_price_per_hour is None else flag_price(args.node_price_per_hour, "report --node-price-per-hour"),
+            servers_per_node=args.servers_per_node,
         )
     except ValueError as error:  # an imported run names no baseline
         print(f"specbench: {error}: --baseline NAME", file=sys.stderr)

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from specbench.analysis import acceptance as acceptance_math
+from specbench.analysis import cost
 from specbench.load.endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
 from specbench.load.types import Endpoint, Engine, LoadSpec, PreparedCase
 from specbench.prompts.suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
@@ -160,7 +161,8 @@ class Runner:
 
     async def run(self) -> RunResult:
         result = RunResult(self.store.run_id, "running")
-        self.run_json["figure_definitions"] = FIGURE_DEFINITIONS  # which definition each figure uses
+        # Which definition each figure uses: the records', and throughput and cost (what "busy" means).
+        self.run_json["figure_definitions"] = {**FIGURE_DEFINITIONS, **cost.FIGURE_DEFINITIONS}
         if self.plan.sweep:
             self.run_json["sweep"] = self.plan.sweep
         self._save_run(

@@ -117,7 +117,9 @@ def test_a_landed_run_builds_the_dashboard_and_publishes_speedups_once(aws):
     body = put_body(cloudwatch)
     assert first["completeness"] == "complete" and first["speedup_metrics"] == "published"
     assert first["verdict"].startswith("Speculative decoding, end-to-end: structured")
-    assert first["widgets"] == len(body["widgets"]) == 16  # 3 acceptance widgets: /metrics rate and length, stream length
+    assert (
+        first["widgets"] == len(body["widgets"]) == 16 + 2 * 2
+    )  # 3 acceptance widgets: /metrics rate and length, stream length; a cost table and graph per class
     assert "counting (structured)" in body["widgets"][1]["properties"]["markdown"]
     # 4 test cases: run folder and hardware facts listed once each, run.json + 4 records + 4 acceptance files read, summary written
     assert first["aws_calls"] == {

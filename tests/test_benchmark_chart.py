@@ -437,6 +437,7 @@ JOB_FILES = (
     "__main__.py",
     "analysis/__init__.py",
     "analysis/acceptance.py",
+    "analysis/cost.py",  # run.json defines busy; run and publish: tokens/s per node and cost per million tokens
     "analysis/stats.py",  # stream_acceptance's pooled figures
     "analysis/stream_acceptance.py",  # publish: StreamAcceptanceLength where the self-check passed
     "aws_retry.py",

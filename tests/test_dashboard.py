@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -42,9 +43,9 @@ def metric_widgets(body: dict, title_start: str) -> list[dict]:
 def test_complete_body_follows_cloudwatch_rules(complete):
     body = dashboard.body(complete, SETTINGS)
     assert dashboard.problems(SETTINGS.name, body) == []
-    # header, speedup and percentile tables, 4 latency bars, TPOT over time, published speedups, 3 acceptance
-    # (/metrics rate and length, stream length), errors, 3 Neuron
-    assert len(body["widgets"]) == 16
+    # header, speedup and percentile tables, per prompt class (2) a cost table and a cost graph, 4 latency
+    # bars, TPOT over time, published speedups, 3 acceptance (/metrics rate and length, stream length), errors, 3 Neuron
+    assert len(body["widgets"]) == 16 + 2 * 2
     assert body["start"] == "-PT24H"
 
 
@@ -212,3 +213,21 @@ def test_speedup_datums(complete):
     by_metric = {next(x["Value"] for x in d["Dimensions"] if x["Name"] == "Metric"): d["Value"] for d in counting}
     assert by_metric["TimePerOutputToken"] == pytest.approx(complete.group("counting").comparisons[0].speedups["TimePerOutputToken"].point)
     json.dumps(datums, allow_nan=False)
+
+
+def test_a_cost_widget_per_prompt_class_with_the_price_used(complete):
+    body = dashboard.body(complete, SETTINGS)
+    tables = [
+        w["properties"]["markdown"] for w in body["widgets"] if "Cost per million output tokens:" in w["properties"].get("markdown", "")
+    ]
+    assert [t.splitlines()[0] for t in tables] == [
+        "## Cost per million output tokens: structured prompts",
+        "## Cost per million output tokens: open-ended prompts",
+    ]
+    # This stored run records no price: the cost is not computed, never 0; throughput per node is there.
+    assert all("not computed (no price)" in t and "$0" not in t for t in tables)
+    assert re.search(r"\| c4 \| qwen-vllm \| \d+\.\d \(\d+\.\d-\d+\.\d\) \|", tables[0])
+    graphs = [w for w in body["widgets"] if w["type"] == "metric" and "cost per M output tokens" in w["properties"]["title"]]
+    assert len(graphs) == 2
+    names = {(e[1], e[5]) for e in graphs[0]["properties"]["metrics"]}
+    assert names == {(m, "structured") for m in ("CostPerMillionOutputTokens", "OutputTokensPerSecondPerNode")}

@@ -109,3 +109,14 @@ def test_an_unknown_key_points_at_the_page_that_lists_every_key():
         "allowed: a key from the configuration table, docs/configuration.md"
     )
     assert (ROOT / "docs" / "configuration.md").is_file()
+
+
+def test_every_image_the_docs_name_exists_and_is_a_small_png():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = [(page, target) for page in pages for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page.read_text(encoding="utf-8"))]
+    assert any(target.endswith("report-first-screen.png") for _, target in named)
+    for page, target in named:
+        path = (page.parent / target).resolve()
+        assert path.is_file(), f"{page.name} names {target}, which does not exist"
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 400_000, f"{target}: a small PNG"

@@ -9,6 +9,7 @@ import statistics
 import pytest
 from llmperf_standin import StandInBackend
 
+from specbench.analysis import cost
 from specbench.emulator.process import emulators_in_subprocess, fetch_truth
 from specbench.emulator.server import EmulatorProfile, EmulatorServer, default_profiles
 from specbench.load.llmperf_engine import LlmperfEngine, parse_lines, record_from_llmperf
@@ -80,7 +81,7 @@ def test_two_endpoints_set_up_once_and_close_once_through_the_runner(tmp_path):
     assert (backend.starts, backend.closes, len(backend.actors)) == (1, 1, 8)  # 4 slots per endpoint, reused by both cases
     assert result.status == "completed" and len(result.records) == 32 and all(r.ok for r in result.records)
     run = json.loads(store.read("run.json"))
-    assert run["figure_definitions"] == FIGURE_DEFINITIONS
+    assert run["figure_definitions"] == {**FIGURE_DEFINITIONS, **cost.FIGURE_DEFINITIONS}  # what "busy" means, too
     for record in result.records:
         assert record.chunks == len(record.chunk_times_s) == len(record.chunk_tokens) and record.output_tokens == 24
         assert record.llmperf_chunks == record.chunks + 1  # the emulator's role frame, as vLLM's

@@ -162,8 +162,10 @@ def test_html_is_self_contained_and_embeds_every_chart(complete):
     embedded = {base64.b64decode(ref.split(",", 1)[1]) for ref in found.references}
     assert embedded == {path.read_bytes() for path in chart_files(written).values()}
     assert summary.verdict in text and "run-1" in text
-    for heading in ("What was deployed", "Load", "Speedups", "Charts", "Latency per service", "How to read this"):
+    for heading in ("Decision per prompt class", "Decision per test case", "What was deployed", "Load", "How to read this"):
         assert f"<h2>{heading}</h2>" in text
+    for heading in ("Latency per service", "Speedups in detail", "Throughput and cost per load level"):
+        assert f"<h3>{heading}</h3>" in text
     assert "Qwen/Qwen3-0.6B, k=7" in text and "trn2.48xlarge" in text
     assert "E/(k·c+1)" in text and "percentile bootstrap" in text and "per streamed chunk" in text
     assert "PARTIAL" not in text and "NO DATA" not in text
@@ -175,7 +177,7 @@ def test_markdown_references_the_chart_files_next_to_it(complete):
     referenced = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert sorted(referenced) == sorted(path.name for path in chart_files(written).values())
     assert all((out / name).is_file() for name in referenced)
-    assert "## Speedups" in text and "## How to read this" in text
+    assert "### Speedups in detail" in text and "## How to read this" in text
 
 
 def test_speedup_short_of_the_model_is_flagged_in_both_tables(complete):
@@ -247,7 +249,7 @@ def test_no_data_report_is_short_and_has_no_charts(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html", "report.md"]
     html = written["html"].read_text(encoding="utf-8")
     assert '<div class="banner nodata">NO DATA: ' in html and "<img" not in html
-    assert "No data yet" in html and "<h2>Speedups</h2>" not in html
+    assert "No data yet" in html and "Speedups in detail" not in html and "<h2>Decision" not in html
     assert "Qwen/Qwen3-0.6B" in html  # what was deployed is still told
     assert "> **NO DATA: " in written["markdown"].read_text(encoding="utf-8")
 
@@ -358,3 +360,109 @@ def test_cli_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch, ca
     assert cli.main(["report", "run-1", "--results", str(tmp_path), "--out", str(tmp_path / "out"), "--resamples", "20"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install -r specbench/requirements-report.txt" in err
+
+
+# --- the page opens with the answer --------------------------------------------------------------
+
+
+class Outline(HTMLParser):
+    """Section ids in page order, and every image's source and alt text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: list[str] = []
+        self.images: list[tuple[str, str]] = []
+        self.first_image_section = ""
+
+    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+        found = dict(attrs)
+        if tag == "section":
+            self.sections.append(found.get("id", ""))
+        if tag == "img":
+            self.images.append((found.get("src", ""), found.get("alt", "")))
+            self.first_image_section = self.first_image_section or self.sections[-1]
+
+
+def test_report_opens_with_the_decision_in_this_order_and_every_image_exists(complete):
+    from specbench.outputs.report import SECTION_ORDER
+
+    summary, written, out = complete
+    outline = Outline()
+    outline.feed(written["html"].read_text(encoding="utf-8"))
+    # headline, speedup chart, decision per class and per test case, then the evidence, then settings and load.
+    assert outline.sections == [
+        "headline",
+        "speedup-chart",
+        "decision",
+        "decision-test-cases",
+        "latency",
+        "deployment",
+        "load",
+        "how-to-read",
+    ]
+    known = [s for s in outline.sections if s in SECTION_ORDER]
+    assert known == sorted(known, key=SECTION_ORDER.index)
+    assert outline.first_image_section == "speedup-chart"
+    titles = chart_titles()
+    assert outline.images[0][1] == titles["speedup"]
+    for source, alt in outline.images:
+        name = next(n for n, t in titles.items() if t == alt)
+        assert base64.b64decode(source.split(",", 1)[1]) == (out / f"{name}.png").read_bytes()
+    markdown = written["markdown"].read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", markdown, re.M)
+    assert headings == [
+        "Decision per prompt class",
+        "Decision per test case",
+        "Latency, throughput and acceptance",
+        "What was deployed",
+        "Load",
+        "How to read this",
+    ]
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
+    assert images[0] == "speedup.png" and all((out / name).is_file() for name in images)
+    assert markdown.index("speedup.png") < markdown.index("## Decision per prompt class") < markdown.index("latency-end-to-end.png")
+
+
+def test_decision_table_per_class_and_per_test_case_share_their_columns(complete):
+    from specbench.outputs.report import DECISION_HEADERS, decision_table
+
+    summary, _, _ = complete
+    by_class, by_case = decision_table(summary, "prompt class"), decision_table(summary, "test case")
+    assert by_class.headers[1:] == by_case.headers[1:] == DECISION_HEADERS[1:]
+    assert (by_class.headers[0], by_case.headers[0]) == ("Prompt class", "Test case")
+    assert [row[0] for row in by_class.rows] == ["structured", "open-ended"] and [row[0] for row in by_case.rows] == ["json", "poem"]
+    assert not any("Inter-token" in header for header in DECISION_HEADERS)  # per chunk: not a decision figure
+    row = dict(zip(DECISION_HEADERS[1:], by_case.rows[0][1:], strict=True))
+    assert row["Faster?"] == "yes" and row["Acceptance length (source)"].endswith("(/metrics)")
+    assert row["Requests (baseline / speculative)"] == "8 / 8"
+    # This run records no price: cost is not computed, never 0.
+    assert row["Cost per M output tokens: baseline"] == "not computed (no price)" and "$0" not in row["Cost change"]
+
+
+def test_the_per_chunk_speedup_is_labelled_so_with_tokens_per_chunk_beside_it(complete):
+    summary, _, _ = complete
+    table = speedup_table(summary)
+    column = table.headers.index("Inter-token (per chunk) speedup")
+    assert table.headers[column + 1] == "Tokens per chunk (baseline / speculative)"
+    assert table.rows[0][column + 1] == "2.50 / 2.50"
+
+
+def test_cost_per_million_tokens_with_a_price(tmp_path):
+    run, records, acceptance = complete_inputs()
+    for record in records:  # test cases run one after the other
+        record.started_at += 1000.0 if record.test_case == "poem" else 0.0
+    run["plan"]["deployment"]["cost"] = {"node_price_per_hour": 36.0, "price_source": "test", "servers_per_node": 2}
+    summary = summarize_run(run, records, acceptance, resamples=RESAMPLES)
+    from specbench.outputs.report import decision_table, throughput_table
+
+    row = decision_table(summary).rows[0]
+    assert re.fullmatch(r"\$\d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\)", row[5]) and row[7].startswith("-$")
+    rows = throughput_table(summary).rows
+    base = next(r for r in rows if r[0] == "json" and r[2] == "qwen-vllm")
+    # Each request: 100 tokens in 0.05 + 99 x ~20 ms; 8 requests back to back from the same start (all
+    # in flight at once): tokens/s per server = 800 / the longest request, per node x 2.
+    longest = max(r.end_to_end_latency_s for r in records if r.test_case == "json" and r.variant == "qwen-vllm")
+    assert float(base[3].split(" ")[0]) == pytest.approx(800 / longest, abs=0.05)
+    assert float(base[5].split(" ")[0]) == pytest.approx(2 * 800 / longest, abs=0.1)
+    html = write_report(summary, tmp_path)["html"].read_text(encoding="utf-8")
+    assert "$36.00 per node-hour (test)" in html and "Cost per million output tokens at $36.00 per node-hour" in html

@@ -204,6 +204,7 @@ LAMBDA_MODULES = (
     "__init__.py",
     "analysis/__init__.py",
     "analysis/aggregate.py",
+    "analysis/cost.py",
     "analysis/stats.py",
     "analysis/stream_acceptance.py",
     "analysis/theory.py",

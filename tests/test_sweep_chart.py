@@ -459,4 +459,4 @@ def test_every_run_stores_the_sweep_its_deployment_configured(small):
     }
     config = load_config({}, {})
     default = json.loads(benchmark_spec(config, serving_plan(config, BUCKET)).settings_json)
-    assert set(default) == {"serving", "variants", "benchmark"}
+    assert set(default) == {"serving", "variants", "benchmark", "cost"}

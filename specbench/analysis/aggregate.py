@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from specbench.analysis import stats, stream_acceptance, theory
+from specbench.analysis import cost, stats, stream_acceptance, theory
 from specbench.results.records import RequestRecord
 
 
@@ -57,6 +57,9 @@ class VariantStats:
     # Acceptance measured from the stream (analysis.stream_acceptance.figure): source "stream", the
     # self-check's verdict and reason, CIs, histogram; None for the baseline.
     stream_acceptance: dict[str, Any] | None = None
+    # Output tokens per second per server and per node while busy, and the cost of a million of them,
+    # per load level of the run (analysis.cost): one entry a level.
+    throughput: list[cost.Throughput] = field(default_factory=list)
 
     @property
     def error_rate(self) -> float | None:
@@ -79,6 +82,8 @@ class Comparison:
     # has nothing and the stream passed its self-check) or "missing"; and both sources side by side.
     acceptance_source: str = "missing"
     cross_check: dict[str, Any] = field(default_factory=dict)
+    # Per load level: the change in cost per million output tokens against the baseline (None: no price).
+    savings: list[cost.Saving | None] = field(default_factory=list)
 
     @property
     def headline(self) -> stats.Interval:
@@ -114,6 +119,13 @@ class RunSummary:
     draft_cost_ratio: float = 0.1
     verdict: str = ""
     notes: list[str] = field(default_factory=list)
+    # The node price the costs use and where it came from; servers per node and how they were found;
+    # the goodput SLOs (ms); the load levels in the order they ran.
+    price: cost.NodePrice = field(default_factory=lambda: cost.NodePrice(None))
+    servers_per_node: int = 1
+    servers_per_node_source: str = ""
+    slo: dict[str, float | None] = field(default_factory=dict)
+    levels: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return stats.json_safe(asdict(self))
@@ -137,11 +149,22 @@ def summarize_run(
     draft_cost_ratio: float = 0.1,
     resamples: int = 2000,
     confidence: float = 0.95,
+    price: cost.NodePrice | None = None,
+    servers_per_node: int | None = None,
 ) -> RunSummary:
-    """Summarize one run. ``acceptance`` is test case -> endpoint -> figures (acceptance/<case>.json)."""
+    """Summarize one run. ``acceptance`` is test case -> endpoint -> figures (acceptance/<case>.json).
+    ``price`` overrides the node price the run's settings recorded (``cost.node_price_per_hour``);
+    ``servers_per_node`` the servers per node they recorded."""
     run = run or {}
     plan = run.get("plan") or {}
     deployment = plan.get("deployment") or {}
+    node_price = price if price is not None else cost.recorded_price(deployment)
+    if servers_per_node is not None:
+        servers, servers_source = servers_per_node, "given"
+    else:
+        servers, servers_source = cost.recorded_servers_per_node(deployment)
+    slo = _slo_of(deployment)
+    default_level = _default_level(plan)
     variants = _variant_order(plan, deployment, records)
     base = baseline or _baseline_of(deployment, plan, variants)
     speculative = [v for v in variants if v != base]
@@ -149,7 +172,8 @@ def summarize_run(
     expected_cases, class_of = _planned_cases(plan, records)
     expected_requests = (plan.get("load") or {}).get("requests")
     options = {"resamples": resamples, "confidence": confidence}
-    builder = _GroupBuilder(base, speculative, k_of, draft_cost_ratio, expected_requests, options)
+    economics = _Economics(records, node_price, servers, slo, default_level)
+    builder = _GroupBuilder(base, speculative, k_of, draft_cost_ratio, expected_requests, options, economics)
 
     by_case = _group_by(records, lambda r: r.test_case)
     present = [case for case in expected_cases if case in by_case] + sorted(set(by_case) - set(expected_cases))
@@ -186,8 +210,53 @@ def summarize_run(
         finished=str(run.get("finished", "")),
         draft_cost_ratio=draft_cost_ratio,
         notes=_notes(run, cases, missing),
+        price=node_price,
+        servers_per_node=servers,
+        servers_per_node_source=servers_source,
+        slo=slo,
+        levels=economics.levels,
     )
     return _with_verdict(summary)
+
+
+class _Economics:
+    """Every request's busy share, computed per server over all of its records (a share depends on
+    what else that server had in flight), and the settings the cost figures use."""
+
+    def __init__(
+        self, records: Sequence[RequestRecord], price: cost.NodePrice, servers: int, slo: Mapping[str, float | None], level: str
+    ) -> None:
+        self.price, self.servers, self.slo, self.default_level = price, servers, slo, level
+        self.share_of: dict[int, cost.Share] = {}
+        for mine in _group_by(records, lambda r: r.variant).values():
+            timed = [r for r in mine if cost.window(r) is not None]
+            for record, share in zip(timed, cost.shares(timed, slo.get("ttft_ms"), slo.get("tpot_ms")), strict=True):
+                self.share_of[id(record)] = share
+        self.levels = cost.group_levels(records, level)
+
+    @property
+    def has_slo(self) -> bool:
+        return self.slo.get("ttft_ms") is not None or self.slo.get("tpot_ms") is not None
+
+    def items(self, records: Sequence[RequestRecord], level: str) -> list[cost.Share]:
+        return [self.share_of[id(r)] for r in records if id(r) in self.share_of and cost.level_label(r, self.default_level) == level]
+
+    def group_levels(self, records: Sequence[RequestRecord]) -> list[str]:
+        return [level for level in self.levels if any(cost.level_label(r, self.default_level) == level for r in records)]
+
+
+def _slo_of(deployment: Mapping[str, Any]) -> dict[str, float | None]:
+    """The goodput SLOs (ms) the run's settings recorded: ``cost.slo``, else ``sweep.slo``; none."""
+    recorded = ((deployment.get("cost") or {}).get("slo")) or ((deployment.get("sweep") or {}).get("slo")) or {}
+    return {key: recorded.get(key) for key in ("ttft_ms", "tpot_ms")}
+
+
+def _default_level(plan: Mapping[str, Any]) -> str:
+    """The label of a single-level run's load (records of a multi-level run carry their own)."""
+    load = plan.get("load") or {}
+    if load.get("request_rate") is not None:
+        return "r" + format(load["request_rate"], "g").replace(".", "p")
+    return f"c{load.get('concurrency', '?')}"
 
 
 class _GroupBuilder:
@@ -199,9 +268,11 @@ class _GroupBuilder:
         draft_cost_ratio: float,
         expected_requests: int | None,
         options: Mapping[str, Any],
+        economics: _Economics,
     ) -> None:
         self.baseline, self.speculative, self.k_of = baseline, speculative, k_of
         self.c, self.expected_requests, self.options = draft_cost_ratio, expected_requests, options
+        self.economics = economics
 
     def build(
         self, name: str, kind: str, prompt_class: str, records: Sequence[RequestRecord], acceptance: Sequence[Mapping[str, Any]]
@@ -240,7 +311,26 @@ class _GroupBuilder:
             medians=medians,
             tokens_per_chunk=stats.distribution([r.tokens_per_chunk for r in good]),
             acceptance=acceptance if speculates else None,
+            throughput=[self._throughput(group, variant, records, level) for level in self.economics.group_levels(records)],
         )
+
+    def _throughput(self, group: str, variant: str, records: Sequence[RequestRecord], level: str) -> cost.Throughput:
+        e = self.economics
+        seed = stats.seed_for(group, variant, level, "throughput")
+        return cost.throughput(variant, level, e.items(records, level), e.servers, e.price, slo=e.has_slo, seed=seed, **self.options)
+
+    def _savings(self, group: str, variant: str, by_variant: Mapping[str, list[RequestRecord]]) -> list[cost.Saving | None]:
+        e = self.economics
+        base, spec = by_variant.get(self.baseline, []), by_variant.get(variant, [])
+        result = []
+        for level in e.group_levels(spec):
+            seed = stats.seed_for(group, variant, level, "saving")
+            base_items, spec_items = e.items(base, level), e.items(spec, level)
+            servers = e.servers
+            result.append(
+                cost.saving(variant, level, base_items, spec_items, servers, servers, e.price, slo=e.has_slo, seed=seed, **self.options)
+            )
+        return result
 
     def _compare(self, group: str, variant: str, by_variant: Mapping[str, list[RequestRecord]], stats_: VariantStats) -> Comparison:
         base = [r for r in by_variant.get(self.baseline, []) if r.ok]
@@ -269,7 +359,8 @@ class _GroupBuilder:
             if measured.high is not None:
                 shortfall = measured.high < expected
         cross = stream_acceptance.cross_check(_headline_figures(stats_.stream_acceptance), stats_.acceptance)
-        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall, source, cross)
+        savings = self._savings(group, variant, by_variant)
+        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall, source, cross, savings)
 
 
 def _headline_figures(stream: Mapping[str, Any] | None) -> dict[str, Any] | None:

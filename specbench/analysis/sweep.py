@@ -24,12 +24,13 @@ Standard library only, like the rest of the analysis (the aggregation Lambda may
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specbench.analysis import stats, stream_acceptance, theory
+from specbench.analysis import cost, stats, stream_acceptance, theory
 from specbench.results.records import RequestRecord
 
 BASELINE = "baseline"
@@ -137,6 +138,7 @@ class Recommendation:
     indistinguishable: list[str]  # other variants whose speedup cannot be told from the best's
     model_optimum: dict[str, tuple[int, float]]  # draft -> the model's (k, speedup)
     text: str
+    cost: str = ""  # "$X -> $Y per M tokens (-Z%, CI ...)" at this load; "" without a price
 
 
 @dataclass(frozen=True)
@@ -146,11 +148,16 @@ class LoadPoint:
     requests: int
     errors: int
     tokens_per_s_per_user: float | None  # median of output tokens / end-to-end per request
-    tokens_per_s_per_node: float | None  # output tokens / busy seconds x servers per node (mean over the points)
+    tokens_per_s_per_node: float | None  # output tokens / busy seconds x servers per node (analysis.cost), pooled over the points
     ttft: stats.Distribution
     tpot: stats.Distribution
     goodput: float | None  # share of requests (failed ones count as missed) within the SLO
     speedup: stats.Interval | None  # against the baseline at this load (None for the baseline)
+    # With their bootstrap CIs (analysis.cost): tokens/s per node while busy and USD per million output tokens.
+    per_node: stats.Interval = field(default_factory=lambda: stats.Interval(None))
+    cost_per_million: stats.Interval = field(default_factory=lambda: stats.Interval(None))
+    # The cost of a million tokens of requests within the SLOs (busy time of every request); None without an SLO.
+    goodput_cost_per_million: stats.Interval | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +202,7 @@ class SweepAnalysis:
     confidence: float
     resamples: int
     servers_per_node: int
+    price: cost.NodePrice = field(default_factory=lambda: cost.NodePrice(None))
 
     def to_dict(self) -> dict[str, Any]:
         return stats.json_safe(asdict(self))
@@ -298,29 +306,13 @@ def goodput(records: Sequence[RequestRecord], slo: Slo) -> float | None:
     """Share of requests within both SLO limits; failed requests are outside. None without an SLO."""
     if not records or (slo.ttft_ms is None and slo.tpot_ms is None):
         return None
-
-    def within(record: RequestRecord) -> bool:
-        if not record.ok:
-            return False
-        if slo.ttft_ms is not None and (record.ttft_s is None or record.ttft_s * 1000 > slo.ttft_ms):
-            return False
-        return slo.tpot_ms is None or (record.time_per_output_token_s is not None and record.time_per_output_token_s * 1000 <= slo.tpot_ms)
-
-    return sum(1 for r in records if within(r)) / len(records)
+    return sum(1 for r in records if cost.within_slo(r, slo.ttft_ms, slo.tpot_ms)) / len(records)
 
 
 def node_throughput(records: Sequence[RequestRecord], servers_per_node: int = 1) -> float | None:
-    """Output tokens per second the server delivered while busy: tokens over the union of the
-    request windows of each test case (test cases run one after another), x servers per node."""
-    good = [r for r in records if r.ok and r.output_tokens and r.end_to_end_latency_s is not None]
-    if not good:
-        return None
-    busy = 0.0
-    for case in {r.test_case for r in good}:
-        mine = [r for r in good if r.test_case == case]
-        busy += max(r.started_at + r.end_to_end_latency_s for r in mine) - min(r.started_at for r in mine)  # type: ignore[operator]
-    tokens = sum(r.output_tokens for r in good)  # type: ignore[misc]
-    return tokens / busy * servers_per_node if busy > 0 else None
+    """Output tokens per second the server delivered while busy, x servers per node: busy as
+    ``specbench.analysis.cost`` defines it for every figure (the union of the request windows)."""
+    return cost.records_throughput(records, servers_per_node)
 
 
 def recommendation_text(prompt_class: str, load: Load, rec_variant: Variant | None, speedup: stats.Interval, others: Sequence[str]) -> str:
@@ -342,8 +334,50 @@ def recommendation_text(prompt_class: str, load: Load, rec_variant: Variant | No
 
 
 class _Context:
-    def __init__(self, resamples: int, confidence: float) -> None:
+    def __init__(
+        self,
+        resamples: int,
+        confidence: float,
+        price: cost.NodePrice | None = None,
+        servers: int = 1,
+        points: Sequence[Point] = (),
+        slo: Slo | None = None,
+    ) -> None:
         self.options = {"resamples": resamples, "confidence": confidence}
+        self.price, self.servers = price or cost.NodePrice(None), servers
+        self.slo = slo or Slo()
+        # Every request's busy share, per point (one server's run) over all of its records.
+        self.share_of: dict[int, cost.Share] = {}
+        for point in points:
+            timed = [r for r in point.records if cost.window(r) is not None]
+            found = cost.shares(timed, self.slo.ttft_ms, self.slo.tpot_ms)
+            self.share_of.update((id(r), share) for r, share in zip(timed, found, strict=True))
+
+    def items(self, records: Iterable[RequestRecord]) -> list[cost.Share]:
+        return [self.share_of[id(r)] for r in records if id(r) in self.share_of]
+
+    def throughput(self, name: str, records: Sequence[RequestRecord], *seed: str) -> cost.Throughput:
+        has_slo = self.slo.ttft_ms is not None or self.slo.tpot_ms is not None
+        items = self.items(records)
+        return cost.throughput(name, "", items, self.servers, self.price, slo=has_slo, seed=stats.seed_for(*seed, "cost"), **self.options)
+
+    def cost_text(self, base: Sequence[RequestRecord], spec: Sequence[RequestRecord] | None, *seed: str) -> str:
+        """``$X -> $Y per M tokens (-Z%, CI ...)``; the baseline's cost alone when ``spec`` is None."""
+        if not self.price.known:
+            return ""
+        b = self.throughput("baseline", base, *seed, "baseline").cost_per_million
+        if spec is None:
+            return f"{cost.describe_cost(b, self.price)} per M tokens" if b.point is not None else ""
+        s = self.throughput("variant", spec, *seed, "variant").cost_per_million
+        saving = cost.saving(
+            "", "", self.items(base), self.items(spec), self.servers, self.servers, self.price, seed=stats.seed_for(*seed), **self.options
+        )
+        if b.point is None or s.point is None or saving is None or saving.percent.point is None:
+            return ""
+        change = f"{-saving.percent.point:+.0f}%"
+        if saving.percent.known:
+            change += f", CI {-saving.percent.high:+.0f}% to {-saving.percent.low:+.0f}%"  # type: ignore[operator]
+        return f"${b.point:.2f} -> ${s.point:.2f} per M tokens ({change})"
 
     def speedup(self, base: Sequence[RequestRecord], spec: Sequence[RequestRecord], metric: str, *seed: str) -> stats.Interval:
         return stats.speedup(_values(base, metric), _values(spec, metric), seed=stats.seed_for(*seed, metric), **self.options)
@@ -360,13 +394,15 @@ def analyze_sweep(
     k_max: int = 15,
     servers_per_node: int = 1,
     drift_tolerance: float = 0.02,
+    price: cost.NodePrice | None = None,
 ) -> SweepAnalysis:
     """Every figure of the sweep's report. ``metric`` picks the recommendation (end-to-end: what a
     user waits for; or TPOT: what the model predicts)."""
     if metric not in METRIC_TITLES:
         raise ValueError(f"metric {metric!r}: allowed {', '.join(METRIC_TITLES)}")
     slo = slo or Slo()
-    context = _Context(resamples, confidence)
+    price = price or cost.NodePrice(None)
+    context = _Context(resamples, confidence, price, servers_per_node, points, slo)
     loads = sorted({p.load for p in points})
     classes = sorted({r.prompt_class for p in points for r in p.records})  # stable whatever order the points are read in
     notes: list[str] = []
@@ -378,7 +414,7 @@ def analyze_sweep(
         analyses.append(_analyze_class(prompt_class, points, loads, metric, slo, context, k_max, servers_per_node, notes, drift_tolerance))
     table = [rec.text for analysis in analyses for rec in analysis.recommendations.values()]
     summary = [line for analysis in analyses for line in summary_lines(analysis, loads, {p.variant.name: p.variant for p in points})]
-    return SweepAnalysis(sweep_id, loads, analyses, table, summary, notes, metric, confidence, resamples, servers_per_node)
+    return SweepAnalysis(sweep_id, loads, analyses, table, summary, notes, metric, confidence, resamples, servers_per_node, price)
 
 
 def summary_lines(cls: ClassAnalysis, loads: Sequence[Load], variants: Mapping[str, Variant]) -> list[str]:
@@ -406,6 +442,7 @@ def summary_lines(cls: ClassAnalysis, loads: Sequence[Load], variants: Mapping[s
             rec = cls.recommendations[last.label]
             variant = variants.get(rec.variant) if rec.variant != BASELINE else None
             text = recommendation_text(cls.prompt_class, last, variant, rec.speedup, []).split(": ", 1)[1]
+            text += f", {rec.cost}" if rec.cost else ""
             lines.append(f"{cls.prompt_class} prompts {where}: {text}" + (f" (at {last.describe()})" if len(run) > 1 else ""))
     return lines
 
@@ -456,7 +493,12 @@ def _analyze_class(
                 optimum = None
             drafts.append(DraftCurve(draft, a, c, cps, optimum, a_source))
         curves[load.label] = drafts
-        recommendations[load.label] = _recommend(prompt_class, load, base, good, variants, drafts, metric, context)
+        rec = _recommend(prompt_class, load, base, good, variants, drafts, metric, context)
+        # Cost beside the recommendation, over every request of the two points (failed ones took busy time too).
+        all_base = [r for p in at_load if p.variant.is_baseline for r in mine[p.point_id]]
+        chosen = [r for p in spec if p.variant.name == rec.variant for r in mine[p.point_id]] if rec.variant != BASELINE else None
+        money = context.cost_text(all_base, chosen, prompt_class, load.label)
+        recommendations[load.label] = dataclasses.replace(rec, text=rec.text + (f"; {money}" if money else ""), cost=money)
     best = next((r.variant for r in recommendations.values()), BASELINE)
     load_points = []
     for load in loads:
@@ -467,7 +509,7 @@ def _analyze_class(
             chosen = [mine[p.point_id] for p in at_load if (p.variant.is_baseline if name == BASELINE else p.variant.name == name)]
             if any(chosen):
                 speedup = None if name == BASELINE else speedups_at.get((name, load))
-                load_points.append(_load_point(name, load, chosen, slo, servers_per_node, speedup))
+                load_points.append(_load_point(name, load, chosen, slo, servers_per_node, speedup, context, prompt_class))
     crossovers = []
     if best != BASELINE:
         for kind in (CONCURRENCY, RATE):
@@ -524,23 +566,35 @@ def _apart(best: stats.Interval, other: stats.Interval) -> bool:
 
 
 def _load_point(
-    name: str, load: Load, groups: Sequence[Sequence[RequestRecord]], slo: Slo, servers_per_node: int, speedup: stats.Interval | None
+    name: str,
+    load: Load,
+    groups: Sequence[Sequence[RequestRecord]],
+    slo: Slo,
+    servers_per_node: int,
+    speedup: stats.Interval | None,
+    context: _Context | None = None,
+    prompt_class: str = "",
 ) -> LoadPoint:
     records = [r for group in groups for r in group]
     good = [r for r in records if r.ok]
     per_user = stats.clean([r.output_throughput_tps for r in good])
     per_node = [t for t in (node_throughput(group, servers_per_node) for group in groups) if t is not None]
+    figures = context.throughput(name, records, prompt_class, load.label, name) if context else None
     return LoadPoint(
         variant=name,
         load=load,
         requests=len(records),
         errors=len(records) - len(good),
         tokens_per_s_per_user=stats.median(per_user) if per_user else None,
-        tokens_per_s_per_node=math.fsum(per_node) / len(per_node) if per_node else None,
+        # One figure: the pooled ratio (tokens over busy seconds of every point), as its interval is.
+        tokens_per_s_per_node=figures.per_node.point if figures else (math.fsum(per_node) / len(per_node) if per_node else None),
         ttft=stats.distribution([r.ttft_s for r in good]),
         tpot=stats.distribution([r.time_per_output_token_s for r in good]),
         goodput=goodput(records, slo),
         speedup=speedup,
+        per_node=figures.per_node if figures else stats.Interval(None),
+        cost_per_million=figures.cost_per_million if figures else stats.Interval(None),
+        goodput_cost_per_million=figures.goodput_cost_per_million if figures else None,
     )
 
 

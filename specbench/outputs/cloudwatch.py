@@ -282,6 +282,32 @@ def acceptance_datums(
     return datums
 
 
+# Per (variant, prompt class) and load level of a run: what a node delivers while busy and what a
+# million output tokens cost at the run's node price (specbench/analysis/cost.py); no cost without a price.
+THROUGHPUT_METRICS = (("OutputTokensPerSecondPerNode", "Count/Second"), ("CostPerMillionOutputTokens", "None"))
+
+
+def throughput_datums(
+    variant: str,
+    prompt_class: str,
+    tokens_per_s_per_node: float | None,
+    cost_per_million: float | None,
+    timestamp: datetime | float,
+    *,
+    storage_resolution: int = 60,
+) -> list[dict[str, Any]]:
+    """``OutputTokensPerSecondPerNode`` and ``CostPerMillionOutputTokens`` (USD) under {Variant,
+    PromptClass}; a figure that is None (not measured, no price) publishes nothing: absent is not 0."""
+    _check_resolution(storage_resolution)
+    dimensions = dimension_sets(variant, prompt_class, prompt_class)[1]
+    when = _utc(timestamp)
+    datums: list[dict[str, Any]] = []
+    for (name, unit), value in zip(THROUGHPUT_METRICS, (tokens_per_s_per_node, cost_per_million), strict=True):
+        if value is not None and not value_problem(value):
+            datums += _datums(name, unit, dimensions, [value], [1], when, storage_resolution)
+    return datums
+
+
 # --- request size, exactly as botocore writes it ---------------------------------------------------
 
 

@@ -4,6 +4,7 @@ speculative decoding is, how sure we are, and why.
 Layout, top to bottom (a 24-column grid):
     header        run, what was deployed, status (PARTIAL / no data yet), the one-line verdict
     speedups      table per prompt class and test case: speedups with 95% CIs, acceptance, model
+    cost          per prompt class: tokens/s per node and cost per million output tokens (table, graph)
     percentiles   table: p50/p90/p99 of the four latencies per group and service, failed requests
     latencies     per metric, both services side by side per test case (p50 bars, live from CloudWatch)
     over time     time per output token per prompt class and service; published speedups
@@ -24,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.analysis import aggregate
+from specbench.analysis import aggregate, cost
 from specbench.analysis.aggregate import RunSummary, cross_stack_note
 from specbench.analysis.stats import format_interval
 
@@ -88,6 +89,10 @@ def body(
     if cases and len(variants) > 1:
         table = speedup_markdown(summary, settings, live)
         grid.add(24, 3 + table.count("\n"), text(table))
+    for prompt_class in _classes(cases):  # a widget per prompt class: cost and throughput per node
+        table = cost_markdown(summary, prompt_class)
+        grid.add(12, 3 + table.count("\n"), text(table))
+        grid.add(12, max(6, 3 + table.count("\n")), cost_graph(prompt_class, variants, settings))
     if summary is not None and summary.test_cases:
         table = percentile_markdown(summary)
         grid.add(24, 3 + table.count("\n"), text(table))
@@ -243,6 +248,61 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                 rows.append(f"| {_md(case)} ({_md(prompt_class)}) | {_md(variant)} | " + " | ".join(cells) + " | - | - | - | - | - |")
         note = f"Live: ratio of CloudWatch p50s over the last {settings.lookback_hours} h (no stored run found: no confidence intervals)."
     return "## Speedup of speculative decoding\n\n" + head + "\n" + "\n".join(rows) + "\n\n" + note
+
+
+def cost_markdown(summary: RunSummary | None, prompt_class: str) -> str:
+    """One prompt class: per load level and service, output tokens per second per node while busy and
+    the cost of a million output tokens with 95% CIs, the change against the baseline, and the price
+    used with where it came from."""
+    title = f"## Cost per million output tokens: {_md(prompt_class)} prompts"
+    group = next((g for g in summary.prompt_classes if g.name == prompt_class), None) if summary else None
+    if summary is None or group is None:
+        return title + "\n\nNo stored run has this class: the graph beside shows what CloudWatch has."
+    head = "| load | service | tokens/s per node | cost per M tokens | change |\n|---|---|---|---|---|"
+    savings = {(s.variant, s.level): s for c in group.comparisons for s in c.savings if s}
+    rows = []
+    for variant in group.variants.values():
+        for t in variant.throughput:
+            change = (
+                cost.describe_saving(savings.get((variant.variant, t.level)), summary.price) if variant.variant != summary.baseline else "-"
+            )
+            rows.append(
+                f"| {_md(t.level)} | {_md(variant.variant)} | {format_interval(t.per_node, unit='', digits=1)} | "
+                f"{_md(cost.describe_cost(t.cost_per_million, summary.price))} | {_md(change)} |"
+            )
+    note = (
+        f"Price: {_md(summary.price.describe())}; {summary.servers_per_node} servers per node. Busy = at least one request in "
+        "flight (the union of request windows); cost = price / 3600 / tokens per second per node x 1e6."
+    )
+    return title + "\n\n" + head + "\n" + "\n".join(rows) + "\n\n" + note
+
+
+def cost_graph(prompt_class: str, variants: Sequence[str], s: DashboardSettings) -> dict[str, Any]:
+    """The published CostPerMillionOutputTokens (left axis) and OutputTokensPerSecondPerNode (right) per service."""
+    metrics = []
+    for variant in variants:
+        color = _color(variant, variants, s.baseline)
+        metrics.append(
+            _entry(s, "CostPerMillionOutputTokens", variant, prompt_class, stat="Average", label=f"{variant}: $ per M", color=color)
+        )
+        metrics.append(
+            _entry(
+                s,
+                "OutputTokensPerSecondPerNode",
+                variant,
+                prompt_class,
+                stat="Average",
+                label=f"{variant}: tokens/s/node",
+                color=color,
+                yAxis="right",
+            )
+        )
+    title = f"{prompt_class}: cost per M output tokens (USD) and tokens/s per node"
+    return _metric_widget(title, metrics, s, view="bar", setPeriodToTimeRange=True, period=60)
+
+
+def _classes(cases: Mapping[str, str]) -> list[str]:
+    return list(dict.fromkeys(cases.values()))
 
 
 def percentile_markdown(summary: RunSummary) -> str:

@@ -9,7 +9,7 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
-from specbench.analysis import stream_acceptance
+from specbench.analysis import cost, stream_acceptance
 from specbench.outputs import cloudwatch
 from specbench.results.records import RequestRecord
 from specbench.results.runfiles import load_acceptance, load_records
@@ -49,12 +49,39 @@ def run_datums(
         key = (record.variant, record.test_case)
         first_start[key] = min(first_start.get(key, record.started_at), record.started_at)
         prompt_class[record.test_case] = record.prompt_class
+    datums += throughput_datums(records, run)
     for test_case, by_endpoint in sorted(acceptance.items()):
         for variant, figures in sorted(by_endpoint.items()):
             if (variant, test_case) not in first_start:
                 continue
             timestamp = datetime.fromtimestamp(first_start[(variant, test_case)], timezone.utc)
             datums.extend(cloudwatch.acceptance_datums(variant, test_case, prompt_class[test_case], figures, timestamp))
+    return datums
+
+
+def throughput_datums(records: list[RequestRecord], run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per service, prompt class and load level: output tokens per second per node while busy, and
+    the cost of a million at the price the run's settings recorded (specbench/analysis/cost.py)."""
+    deployment = ((run or {}).get("plan") or {}).get("deployment") or {}
+    price = cost.recorded_price(deployment)
+    servers, _ = cost.recorded_servers_per_node(deployment)
+    load = ((run or {}).get("plan") or {}).get("load") or {}
+    default = "r" + format(load["request_rate"], "g").replace(".", "p") if load.get("request_rate") else f"c{load.get('concurrency', 1)}"
+    datums = []
+    for variant in sorted({r.variant for r in records}):
+        timed = [r for r in records if r.variant == variant and cost.window(r) is not None]
+        items = cost.shares(timed)
+        groups: dict[tuple[str, str], list[cost.Share]] = {}
+        first: dict[tuple[str, str], float] = {}
+        for record, share in zip(timed, items, strict=True):
+            key = (record.prompt_class, cost.level_label(record, default))
+            groups.setdefault(key, []).append(share)
+            first[key] = min(first.get(key, record.started_at), record.started_at)
+        for key, mine in sorted(groups.items()):
+            per_server = cost.tokens_per_second(mine)
+            per_node = None if per_server is None else per_server * servers
+            when = datetime.fromtimestamp(first[key], timezone.utc)
+            datums += cloudwatch.throughput_datums(variant, key[0], per_node, cost.cost_per_million_tokens(price.per_hour, per_node), when)
     return datums
 
 
@@ -133,4 +160,40 @@ def summary_table(cases: list[Any], baseline: str) -> str:
             )
         if case.outputs_match is False:
             lines.append(f"{'':<18} note: outputs differ between requests of {case.test_case} (expected identical at temperature 0)")
+    return "\n".join(lines)
+
+
+def cost_table(records: list[RequestRecord], settings: dict[str, Any], baseline: str, default_level: str, resamples: int = 1000) -> str:
+    """Per prompt class, load level and endpoint: output tokens per second per node while busy and
+    the cost of a million output tokens (95% bootstrap CIs), the change against the baseline, and
+    the price used with where it came from (specbench/analysis/cost.py)."""
+    from specbench.analysis.stats import format_interval, seed_for
+
+    price = cost.recorded_price(settings)
+    servers, servers_source = cost.recorded_servers_per_node(settings)
+    lines = [
+        f"cost per million output tokens at {price.describe()}; {servers} servers per node ({servers_source})",
+        f"{'prompt class':<15} {'load':<5} {'endpoint':<16} {'tokens/s per node':<24} {'cost per M tokens':<22} change vs baseline",
+    ]
+    share_of: dict[int, cost.Share] = {}
+    for variant in {r.variant for r in records}:
+        timed = [r for r in records if r.variant == variant and cost.window(r) is not None]
+        share_of.update((id(r), share) for r, share in zip(timed, cost.shares(timed), strict=True))
+    groups: dict[tuple[str, str, str], list[cost.Share]] = {}
+    for record in records:
+        if id(record) in share_of:
+            groups.setdefault((record.prompt_class, cost.level_label(record, default_level), record.variant), []).append(
+                share_of[id(record)]
+            )
+    for (prompt_class, level, variant), items in groups.items():
+        options = {"seed": seed_for(prompt_class, level, variant, "cost"), "resamples": resamples}
+        figures = cost.throughput(variant, level, items, servers, price, **options)
+        change = "-"
+        if variant != baseline:
+            base = groups.get((prompt_class, level, baseline), [])
+            change = cost.describe_saving(cost.saving(variant, level, base, items, servers, servers, price, **options), price)
+        per_node = format_interval(figures.per_node, unit="", digits=1)
+        lines.append(
+            f"{prompt_class:<15} {level:<5} {variant:<16} {per_node:<24} {cost.describe_cost(figures.cost_per_million, price):<22} {change}"
+        )
     return "\n".join(lines)

@@ -16,16 +16,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary, cross_stack_note
+from specbench.analysis.aggregate import (
+    COMPLETE,
+    LATENCY_METRICS,
+    MODEL_METRIC,
+    NO_DATA,
+    SPEEDUP_ORDER,
+    Comparison,
+    Group,
+    RunSummary,
+    VariantStats,
+    cross_stack_note,
+)
+from specbench.analysis.cost import BUSY_DEFINITION, NO_PRICE, describe_cost, describe_saving
 from specbench.analysis.stats import Interval, format_interval
 from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name
 
 
 def chart_titles() -> dict[str, str]:
     """Chart name (its PNG is ``<name>.png``) -> caption, in the report's order."""
-    titles = {latency_chart_name(m.name): f"{m.title}: median per test case, 95% CI" for m in LATENCY_METRICS}
+    titles = {SPEEDUP_CHART: "Time-per-output-token speedup: measured (95% CI) against the model's expectation"}
+    titles.update({latency_chart_name(m.name): f"{m.title}: median per test case, 95% CI" for m in LATENCY_METRICS})
     titles[ACCEPTANCE_CHART] = "Draft acceptance: acceptance rate (accepted/drafted) and per-token acceptance a"
-    titles[SPEEDUP_CHART] = "Time-per-output-token speedup: measured (95% CI) against the model's expectation"
     titles[STREAM_HISTOGRAM_CHART] = "Acceptance length per request, measured from the stream, per prompt class (self-checked classes only)"
     return titles
 
@@ -59,7 +71,7 @@ def speedup_table(summary: RunSummary) -> Table:
         "Group",
         "Kind",
         "Service",
-        *(f"{METRIC_DISPLAY[m][0]} speedup" for m in SPEEDUP_ORDER),
+        *_speedup_headers(),
         "Acceptance rate",
         "Mean acceptance length",
         "a (source)",
@@ -72,11 +84,30 @@ def speedup_table(summary: RunSummary) -> Table:
         for comparison in group.comparisons:
             if comparison.shortfall:
                 flagged.append(len(rows))
-            rows.append(_speedup_row(group, comparison))
+            rows.append(_speedup_row(group, comparison, summary.baseline))
     return Table(headers, rows, tuple(flagged))
 
 
-def _speedup_row(group: Group, comparison: Comparison) -> tuple[str, ...]:
+PER_CHUNK = "InterTokenLatency"  # llmperf's inter-token latency: per streamed chunk, not per token
+TOKENS_PER_CHUNK = "Tokens per chunk (baseline / speculative)"
+
+
+def _speedup_headers() -> list[str]:
+    """A speedup column per metric; the per-chunk one has the tokens per chunk beside it."""
+    headers = []
+    for m in SPEEDUP_ORDER:
+        headers.append(f"{METRIC_DISPLAY[m][0]} speedup")
+        if m == PER_CHUNK:
+            headers.append(TOKENS_PER_CHUNK)
+    return headers
+
+
+def _tokens_per_chunk(group: Group, variant: str, baseline: str) -> str:
+    base, spec = group.variants.get(baseline), group.variants.get(variant)
+    return " / ".join(_number(v.tokens_per_chunk.p50 if v else None) for v in (base, spec))
+
+
+def _speedup_row(group: Group, comparison: Comparison, baseline: str) -> tuple[str, ...]:
     variant = group.variants.get(comparison.variant)
     figures = (variant.acceptance if variant else None) or {}
     if comparison.acceptance_source == "stream" and variant is not None and variant.stream_acceptance:
@@ -85,11 +116,16 @@ def _speedup_row(group: Group, comparison: Comparison) -> tuple[str, ...]:
     k = f", k={comparison.num_speculative_tokens}" if comparison.num_speculative_tokens else ""
     estimate = comparison.acceptance
     flag = {True: "yes", False: "no", None: "n/a"}[comparison.shortfall]
+    speedups = []
+    for m in SPEEDUP_ORDER:
+        speedups.append(format_interval(comparison.speedups[m]))
+        if m == PER_CHUNK:
+            speedups.append(_tokens_per_chunk(group, comparison.variant, baseline))
     return (
         group.name,
         group.kind,
         comparison.variant + k,
-        *(format_interval(comparison.speedups[m]) for m in SPEEDUP_ORDER),
+        *speedups,
         _number(None if rate is None else rate * 100, "{:.1f}%"),
         _number(figures.get("mean_acceptance_length")),
         f"{_number(estimate.a, '{:.3f}')} ({estimate.source}" + (", stream)" if comparison.acceptance_source == "stream" else ")"),
@@ -197,6 +233,186 @@ def load_table(summary: RunSummary) -> Table:
     return Table(("Parameter", "Value"), rows)
 
 
+# --- the decision -------------------------------------------------------------------------------
+
+
+DECISION_HEADERS = (
+    "Group",  # "Prompt class" or "Test case": the rest is the same in both tables
+    "Service",
+    "Faster?",
+    "End-to-end speedup",
+    "Per-token speedup (TPOT)",
+    "Cost per M output tokens: baseline",
+    "Cost per M: speculative",
+    "Cost change",
+    "Acceptance length (source)",
+    "Self-check",
+    "Requests (baseline / speculative)",
+)
+
+
+def decision_table(summary: RunSummary, kind: str = "prompt class") -> Table:
+    """The answer per prompt class (or per test case, same columns): faster or not, by how much per
+    answer and per token, what a million output tokens cost on each service and the change, the
+    acceptance behind it and where it came from, the stream's self-check, how many requests."""
+    groups = summary.prompt_classes if kind == "prompt class" else summary.test_cases
+    rows = []
+    for group in groups:
+        base = group.variants.get(summary.baseline)
+        for comparison in group.comparisons:
+            spec = group.variants.get(comparison.variant)
+            k = f", k={comparison.num_speculative_tokens}" if comparison.num_speculative_tokens else ""
+            rows.append(
+                (
+                    group.name,
+                    comparison.variant + k,
+                    faster(comparison.headline),
+                    format_interval(comparison.headline),
+                    format_interval(comparison.speedups[MODEL_METRIC]),
+                    _costs(base, summary),
+                    _costs(spec, summary),
+                    "; ".join(_levelled(s.level, describe_saving(s, summary.price), summary) for s in comparison.savings if s)
+                    or describe_saving(None, summary.price),
+                    _acceptance_cell(comparison, spec),
+                    _self_check(spec),
+                    f"{_requests(base)} / {_requests(spec)}",
+                )
+            )
+    return Table(("Prompt class" if kind == "prompt class" else "Test case", *DECISION_HEADERS[1:]), rows)
+
+
+def faster(interval: Interval) -> str:
+    if interval.point is None:
+        return "not measured"
+    if not interval.known:
+        return "unclear (no CI)"
+    assert interval.low is not None and interval.high is not None
+    return "yes" if interval.low > 1 else "no: slower" if interval.high < 1 else "no clear difference"
+
+
+def _levelled(level: str, text: str, summary: RunSummary) -> str:
+    return f"{level}: {text}" if len(summary.levels) > 1 else text
+
+
+def _costs(variant: VariantStats | None, summary: RunSummary) -> str:
+    if not summary.price.known:
+        return NO_PRICE
+    if variant is None or not variant.throughput:
+        return "n/a"
+    return "; ".join(_levelled(t.level, describe_cost(t.cost_per_million, summary.price), summary) for t in variant.throughput)
+
+
+def _acceptance_cell(comparison: Comparison, variant: VariantStats | None) -> str:
+    if comparison.acceptance_source == "metrics":
+        figures = (variant.acceptance if variant else None) or {}
+        return f"{_number(figures.get('mean_acceptance_length'))} (/metrics)"
+    if comparison.acceptance_source == "stream" and variant is not None and variant.stream_acceptance:
+        return f"{_number(variant.stream_acceptance.get('mean_acceptance_length'))} (stream)"
+    return "not measured"
+
+
+def _self_check(variant: VariantStats | None) -> str:
+    stream = (variant.stream_acceptance if variant else None) or {}
+    if not stream:
+        return "n/a"
+    return "ok" if stream.get("reliable") else f"failed: {stream.get('reason', 'no stream figures')}"
+
+
+def _requests(variant: VariantStats | None) -> str:
+    if variant is None:
+        return "0"
+    return f"{variant.requests}" + (f" ({variant.errors} failed)" if variant.errors else "")
+
+
+def cost_headline(summary: RunSummary) -> str:
+    """One sentence: the price used, then per prompt class the cost of a million output tokens on
+    each service and the change (at the run's highest load level when it measured several)."""
+    if not summary.speculative or summary.completeness == NO_DATA:
+        return ""
+    if not summary.price.known:
+        return "Cost per million output tokens: not computed (no price): set results.node_price_per_hour or --node-price-per-hour."
+    parts = []
+    for group in summary.prompt_classes:
+        base = group.variants.get(summary.baseline)
+        for comparison in group.comparisons:
+            spec = group.variants.get(comparison.variant)
+            if not (base and spec and base.throughput and spec.throughput and comparison.savings and comparison.savings[-1]):
+                continue
+            b, p, change = base.throughput[-1], spec.throughput[-1], comparison.savings[-1]
+            label = group.name if len(summary.speculative) == 1 else f"{group.name} ({comparison.variant})"
+            if b.cost_per_million.point is None or p.cost_per_million.point is None or change.percent.point is None:
+                continue
+            at = f" at {b.level}" if len(summary.levels) > 1 else ""
+            parts.append(f"{label}{at} ${b.cost_per_million.point:.2f} → ${p.cost_per_million.point:.2f} ({-change.percent.point:+.0f}%)")
+    if not parts:
+        return ""
+    return (
+        f"Cost per million output tokens at ${summary.price.per_hour:.2f} per node-hour, baseline -> speculative: " + "; ".join(parts) + "."
+    )
+
+
+def throughput_table(summary: RunSummary) -> Table:
+    """Per prompt class, then test case, load level and service: tokens per second per server and
+    per node while busy, the cost of a million output tokens, and the same for goodput."""
+    headers = (
+        "Group",
+        "Load",
+        "Service",
+        "Tokens/s per server (busy)",
+        "Servers per node",
+        "Tokens/s per node",
+        "Cost per M output tokens",
+        "Change vs baseline",
+        "Goodput tokens/s per node (within SLOs)",
+        "Cost per M tokens within SLOs",
+        "Change vs baseline (within SLOs)",
+        "Busy s / requests",
+    )
+    rows = []
+    for group in (*summary.prompt_classes, *summary.test_cases):
+        savings = {(s.variant, s.level): s for c in group.comparisons for s in c.savings if s}
+        for variant in group.variants.values():
+            for t in variant.throughput:
+                change = savings.get((variant.variant, t.level))
+                speculative = variant.variant != summary.baseline
+                rows.append(
+                    (
+                        group.name,
+                        t.level,
+                        variant.variant,
+                        format_interval(t.per_server, unit="", digits=1),
+                        str(t.servers_per_node),
+                        format_interval(t.per_node, unit="", digits=1),
+                        describe_cost(t.cost_per_million, summary.price),
+                        describe_saving(change, summary.price) if speculative else "-",
+                        format_interval(t.goodput_per_node, unit="", digits=1) if t.goodput_per_node else "no SLO",
+                        describe_cost(t.goodput_cost_per_million, summary.price) if t.goodput_per_node else "no SLO",
+                        (describe_saving(change, summary.price, goodput=True) if t.goodput_per_node else "no SLO") if speculative else "-",
+                        f"{t.busy_s:.1f} / {t.requests}",
+                    )
+                )
+    return Table(headers, rows)
+
+
+def cost_settings(summary: RunSummary) -> list[str]:
+    slo = summary.slo or {}
+    limits = ", ".join(f"{name} <= {slo[key]:g} ms" for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")) if slo.get(key) is not None)
+    return [
+        f"Price: {summary.price.describe()}. The price is yours to set: -c results.node_price_per_hour=... at deploy, "
+        "or --node-price-per-hour on specbench run, report and sweep-report.",
+        f"Servers per node: {summary.servers_per_node} ({summary.servers_per_node_source or 'given'}).",
+        f"Busy: {BUSY_DEFINITION}. Tokens/s = output tokens of successful requests / busy seconds; "
+        "cost per million = price per hour / 3600 / tokens/s per node x 1e6.",
+        f"Goodput SLOs: {limits or 'none recorded'} (sweep.slo_*).",
+    ]
+
+
+def data_quality_section(summary: RunSummary) -> list[str]:
+    """What was left out or is doubtful and why, one sentence each; empty when there is nothing to
+    say (the section is then not rendered)."""
+    return list(summary.notes)
+
+
 # --- shared text ---------------------------------------------------------------------------------
 
 
@@ -216,7 +432,13 @@ def how_to_read(summary: RunSummary) -> list[str]:
         "Speedup = baseline median / speculative median of a latency, per test case and per prompt class "
         "(above 1.00x the speculative service is faster). "
         f"The range in brackets is the {confidence:.0%} confidence interval: a percentile bootstrap "
-        f"({resamples} resamples, each service's requests resampled independently).",
+        f"({resamples} resamples, each service's requests resampled independently). "
+        "Faster? says yes only when the whole end-to-end interval lies above 1.",
+        "Cost per M output tokens = the node's price per hour / 3600 / output tokens per second per node while busy x 1e6; "
+        "its interval is the bootstrap of the requests (tokens and busy share). Cost change is speculative - baseline "
+        "(negative: cheaper). At more requests in flight a server is busier with more requests at once, so tokens per "
+        "second go up and the cost per token down, for both services, and the saving shrinks as batching helps the "
+        "baseline too.",
         f"Expected speedup = E/(k·c+1), the standard model (Leviathan et al. 2023) for the time per output token, "
         f"with E = (1 - a^(k+1))/(1 - a) tokens per target step, k the configured speculative tokens, "
         f"a the per-token acceptance estimate and the configured draft cost ratio c = {summary.draft_cost_ratio:g}. "
@@ -225,7 +447,7 @@ def how_to_read(summary: RunSummary) -> list[str]:
         "where measured, else solved from the mean acceptance length or the rate.",
         "Short of model (flagged): the measured TPOT speedup's confidence interval lies entirely below the expected value.",
         "Inter-token latency is per streamed chunk, as llmperf defines it: a speculative step streams several tokens "
-        "in one chunk, so TPOT (time per output token after the first) is the per-token figure.",
+        "in one chunk (tokens per chunk beside it), so TPOT (time per output token after the first) is the per-token figure.",
     ]
 
 
@@ -238,22 +460,76 @@ def _bootstrap_settings(summary: RunSummary) -> tuple[float, int]:
     return 0.95, 0
 
 
-def _charts_in_order(charts: Mapping[str, Path]) -> list[tuple[str, str, Path]]:
-    return [(name, title, charts[name]) for name, title in chart_titles().items() if name in charts]
+# --- the page, as sections both renderers share ----------------------------------------------------
+
+# Section ids in the order the page shows them (tests/test_report.py checks it).
+SECTION_ORDER = ("headline", "speedup-chart", "decision", "latency", "data-quality", "deployment", "load", "how-to-read")
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str  # "" for the headline (the page's h1 is its title)
+    blocks: list[tuple[str, Any]]  # ("p" | "strong" | "banner" | "nodata" | "table" | "chart" | "list", content)
+
+
+def sections(summary: RunSummary, charts: Mapping[str, Path]) -> list[Section]:
+    """The report top to bottom: the answer first (headline, speedup chart, decision tables), then
+    the evidence (latency charts and tables, throughput and cost per load level, acceptance), data
+    quality, and the deployment's settings and the load last."""
+    headline: list[tuple[str, Any]] = []
+    if banner(summary):
+        headline.append(("nodata" if summary.completeness == NO_DATA else "banner", banner(summary)))
+    headline.append(("verdict", summary.verdict))
+    if cost_headline(summary):
+        headline.append(("verdict", cost_headline(summary)))
+    if cross_stack_note(summary.settings):
+        headline.append(("banner", cross_stack_note(summary.settings)))
+    result = [Section("headline", "", headline)]
+    data = summary.completeness != NO_DATA
+    if data and SPEEDUP_CHART in charts:
+        result.append(Section("speedup-chart", "", [("chart", SPEEDUP_CHART)]))
+    if data and summary.speculative:
+        decision: list[tuple[str, Any]] = [("table", decision_table(summary, "prompt class"))]
+        decision += [("p", f"Price: {summary.price.describe()}; {summary.servers_per_node} servers per node.")]
+        result.append(Section("decision", "Decision per prompt class", decision))
+        result.append(Section("decision-test-cases", "Decision per test case", [("table", decision_table(summary, "test case"))]))
+    if data:
+        latency: list[tuple[str, Any]] = [("chart", name) for name in chart_titles() if name != SPEEDUP_CHART and name in charts]
+        latency += [("h3", "Latency per service"), ("table", latency_table(summary))]
+        latency += [("h3", "Speedups in detail"), ("table", speedup_table(summary))]
+        latency += [("h3", "Throughput and cost per load level"), ("list", cost_settings(summary)), ("table", throughput_table(summary))]
+        if summary.speculative:
+            latency += [("h3", "Acceptance per prompt class"), ("table", acceptance_matrix(summary))]
+        result.append(Section("latency", "Latency, throughput and acceptance", latency))
+    quality = data_quality_section(summary)
+    if quality:
+        result.append(Section("data-quality", "Data quality", [("list", quality)]))
+    deployed = [("table", deployment_table(summary))] if summary.settings else [("p", "No deployment snapshot.")]
+    result.append(Section("deployment", "What was deployed", deployed))
+    result.append(Section("load", "Load", [("table", load_table(summary))]))
+    if data:
+        result.append(Section("how-to-read", "How to read this", [("p", p) for p in how_to_read(summary)]))
+    return result
 
 
 # --- HTML ----------------------------------------------------------------------------------------
 
 _CSS = """
-body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
-h1 { margin-bottom: 0.2em; } .meta { color: #555; }
-.banner { padding: 0.8em 1em; font-weight: bold; border-radius: 4px; margin: 1em 0; }
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0.6em auto; max-width: 1320px; color: #222;
+  padding: 0 1em; }
+h1 { margin: 0.1em 0; font-size: 1.35em; } .meta { color: #555; margin: 0.1em 0 0.4em; font-size: 0.85em; }
+h2 { font-size: 1.15em; margin: 0.6em 0 0.3em; }
+.banner { padding: 0.5em 1em; font-weight: bold; border-radius: 4px; margin: 0.4em 0; }
 .banner.partial { background: #fff4d6; border: 2px solid #d9a400; } .banner.nodata { background: #fde2e2; border: 2px solid #c62828; }
-.verdict { font-size: 1.1em; background: #eef4fb; padding: 0.6em 1em; border-left: 4px solid #1f77b4; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+.verdict { font-size: 1.0em; background: #eef4fb; padding: 0.35em 0.8em; border-left: 4px solid #1f77b4; margin: 0.3em 0; }
+table { border-collapse: collapse; margin: 0.3em 0 1em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } tr.short td { background: #fde2e2; } tr.short td:last-child { font-weight: bold; color: #c62828; }
-figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #ddd; } figcaption { color: #555; }
+figure { margin: 0.3em 0 1em; } figure img { max-width: 100%; border: 1px solid #ddd; } figcaption { color: #555; font-size: 0.85em; }
+#speedup-chart figure { margin: 0.2em 0; } #speedup-chart img { height: 330px; width: auto; }
+#decision table, #decision-test-cases table { font-size: 0.82em; }
+#decision p { margin: 0 0 0.4em; font-size: 0.8em; color: #555; }
 """
 
 
@@ -270,6 +546,24 @@ def html_table(table: Table) -> str:
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
 
 
+def _html_block(kind: str, content: Any, charts: Mapping[str, Path]) -> str:
+    if kind == "table":
+        return html_table(content)
+    if kind == "chart":
+        title = chart_titles()[content]
+        data = base64.b64encode(charts[content].read_bytes()).decode("ascii")
+        return f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>'
+    if kind == "list":
+        return "<ul>" + "".join(f"<li>{_e(item)}</li>" for item in content) + "</ul>"
+    if kind in ("banner", "nodata"):
+        return f'<div class="banner {"nodata" if kind == "nodata" else "partial"}">{_e(content)}</div>'
+    if kind == "verdict":
+        return f'<p class="verdict">{_e(content)}</p>'
+    if kind == "h3":
+        return f"<h3>{_e(content)}</h3>"
+    return f"<p>{_e(content)}</p>"
+
+
 def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     """The whole report as one self-contained page: the charts are embedded as data URIs."""
     parts = [
@@ -280,27 +574,9 @@ def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
         + (f" · finished {_e(summary.finished)}" if summary.finished else "")
         + "</p>",
     ]
-    if banner(summary):
-        css = "nodata" if summary.completeness == NO_DATA else "partial"
-        parts.append(f'<div class="banner {css}">{_e(banner(summary))}</div>')
-    parts.append(f'<p class="verdict">{_e(summary.verdict)}</p>')
-    if cross_stack_note(summary.settings):
-        parts.append(f'<div class="banner partial">{_e(cross_stack_note(summary.settings))}</div>')
-    parts += ["<h2>What was deployed</h2>", html_table(deployment_table(summary)) if summary.settings else "<p>No deployment snapshot.</p>"]
-    parts += ["<h2>Load</h2>", html_table(load_table(summary))]
-    if summary.completeness != NO_DATA:
-        parts += ["<h2>Speedups</h2>", html_table(speedup_table(summary))]
-        if summary.speculative:
-            parts += ["<h2>Acceptance per prompt class</h2>", html_table(acceptance_matrix(summary))]
-        parts += ["<h2>Charts</h2>"] if charts else []
-        for _, title, path in _charts_in_order(charts):
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            parts.append(f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>')
-        parts += ["<h2>Latency per service</h2>", html_table(latency_table(summary))]
-    if summary.notes:
-        parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{_e(note)}</li>" for note in summary.notes) + "</ul>"]
-    if summary.completeness != NO_DATA:
-        parts += ["<h2>How to read this</h2>", *(f"<p>{_e(p)}</p>" for p in how_to_read(summary))]
+    for section in sections(summary, charts):
+        inner = ([f"<h2>{_e(section.title)}</h2>"] if section.title else []) + [_html_block(k, c, charts) for k, c in section.blocks]
+        parts.append(f'<section id="{section.id}">\n' + "\n".join(inner) + "\n</section>")
     title = f"specbench report: {_e(summary.run_id)}"
     return (
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n'
@@ -326,32 +602,33 @@ def markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def _markdown_block(kind: str, content: Any, charts: Mapping[str, Path]) -> str:
+    if kind == "table":
+        return markdown_table(content)
+    if kind == "chart":
+        title = chart_titles()[content]
+        return f"![{_m(title)}]({charts[content].name})\n\n*{_m(title)}*"
+    if kind == "list":
+        return "\n".join(f"- {_m(item)}" for item in content)
+    if kind in ("banner", "nodata"):
+        return f"> **{_m(content)}**"
+    if kind == "verdict":
+        return f"**{_m(content)}**"
+    if kind == "h3":
+        return f"### {_m(content)}"
+    return _m(content)
+
+
 def render_markdown(summary: RunSummary, charts: Mapping[str, Path]) -> str:
-    """The report in Markdown; charts are referenced by file name (they sit next to report.md)."""
+    """The report in Markdown, in the HTML's order; charts are referenced by file name (next to report.md)."""
     parts = [
         f"# Speculative decoding benchmark: run {_m(summary.run_id)}",
         f"Run `{_m(summary.run_id).replace('`', '')}` · status {_m(summary.status)} · completeness **{_m(summary.completeness)}**"
         + (f" · started {_m(summary.started)}" if summary.started else "")
         + (f" · finished {_m(summary.finished)}" if summary.finished else ""),
     ]
-    if banner(summary):
-        parts.append(f"> **{_m(banner(summary))}**")
-    parts.append(f"**Verdict:** {_m(summary.verdict)}")
-    if cross_stack_note(summary.settings):
-        parts.append(f"> **{_m(cross_stack_note(summary.settings))}**")
-    parts += ["## What was deployed", markdown_table(deployment_table(summary)) if summary.settings else "No deployment snapshot."]
-    parts += ["## Load", markdown_table(load_table(summary))]
-    if summary.completeness != NO_DATA:
-        parts += ["## Speedups", markdown_table(speedup_table(summary))]
-        if summary.speculative:
-            parts += ["## Acceptance per prompt class", markdown_table(acceptance_matrix(summary))]
-        parts += ["## Charts"] if charts else []
-        parts += [f"![{_m(title)}]({path.name})\n\n*{_m(title)}*" for _, title, path in _charts_in_order(charts)]
-        parts += ["## Latency per service", markdown_table(latency_table(summary))]
-    if summary.notes:
-        parts += ["## Notes", "\n".join(f"- {_m(note)}" for note in summary.notes)]
-    if summary.completeness != NO_DATA:
-        parts += ["## How to read this", *(_m(p) for p in how_to_read(summary))]
+    for section in sections(summary, charts):
+        parts += ([f"## {_m(section.title)}"] if section.title else []) + [_markdown_block(k, c, charts) for k, c in section.blocks]
     return "\n\n".join(parts) + "\n"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 # metric name -> (short label, file-name slug, unit, scale from seconds)
 METRIC_DISPLAY: dict[str, tuple[str, str, str, float]] = {
     "EndToEndLatency": ("End-to-end", "end-to-end", "s", 1.0),
-    "InterTokenLatency": ("Inter-token", "inter-token", "ms", 1000.0),
+    "InterTokenLatency": ("Inter-token (per chunk)", "inter-token", "ms", 1000.0),
     "TTFT": ("TTFT", "ttft", "ms", 1000.0),
     "TimePerOutputToken": ("TPOT", "tpot", "ms", 1000.0),
 }

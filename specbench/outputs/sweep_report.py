@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.cost import NodePrice, describe_cost
 from specbench.analysis.stats import Interval, format_interval
 from specbench.analysis.sweep import METRIC_TITLES, TPOT, ClassAnalysis, Point, SweepAnalysis, points_from_run
 from specbench.results import runfiles
@@ -73,6 +74,11 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None) -
         "the model's optimum is the standard model's best k with the measured acceptance and the fitted draft cost.",
         "",
     ]
+    lines += [
+        f"Cost per million output tokens at {analysis.price.describe()}, {analysis.servers_per_node} servers per node; busy = at "
+        "least one request in flight (the union of request windows), tokens/s = output tokens / busy seconds.",
+        "",
+    ]
     lines += [f"- {line}" for line in analysis.summary] or ["- no data"]
     lines += ["", "Per load, with the model's optimum and the points indistinguishable from the best:", ""]
     lines += [f"- {line}" for line in analysis.table]
@@ -82,7 +88,7 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None) -
         lines += ["", f"## {cls.prompt_class} prompts", ""]
         lines += _curve_table(cls)
         lines += ["", f"### Against load: baseline and {cls.best_variant}", ""]
-        lines += _load_table(cls)
+        lines += _load_table(cls, analysis.price)
         lines.append("")
         for crossing in cls.crossovers:
             lines.append(f"- Crossover ({crossing.kind}): {crossing.text}")
@@ -109,16 +115,30 @@ def _curve_table(cls: ClassAnalysis) -> list[str]:
     return rows
 
 
-def _load_table(cls: ClassAnalysis) -> list[str]:
+def _interval(interval: Interval, fallback: float | None) -> str:
+    return format_interval(interval, unit="", digits=1) if interval.point is not None else _num(fallback)
+
+
+def _cost(interval: Interval, price: NodePrice) -> str:
+    return describe_cost(interval, price)
+
+
+def _goodput_cost(interval: Interval | None, price: NodePrice) -> str:
+    return "no SLO" if interval is None else describe_cost(interval, price)
+
+
+def _load_table(cls: ClassAnalysis, price: NodePrice) -> list[str]:
     rows = [
-        "| variant | load | tokens/s per user | tokens/s per node | TTFT p50/p90 (ms) | TPOT p50/p90 (ms) | goodput | speedup | Pareto |",
-        "|" + "---|" * 9,
+        "| variant | load | tokens/s per user | tokens/s per node (busy) | cost per M output tokens | cost per M within SLOs | "
+        "TTFT p50/p90 (ms) | TPOT p50/p90 (ms) | goodput | speedup | Pareto |",
+        "|" + "---|" * 11,
     ]
     front = {(p.variant, p.load) for p in cls.pareto}
     for p in cls.load_points:
         goodput = f"{p.goodput:.0%}" if p.goodput is not None else "no SLO"
         rows.append(
-            f"| {p.variant} | {p.load.describe()} | {_num(p.tokens_per_s_per_user)} | {_num(p.tokens_per_s_per_node)} | "
+            f"| {p.variant} | {p.load.describe()} | {_num(p.tokens_per_s_per_user)} | {_interval(p.per_node, p.tokens_per_s_per_node)} | "
+            f"{_cost(p.cost_per_million, price)} | {_goodput_cost(p.goodput_cost_per_million, price)} | "
             f"{_ms(p.ttft.p50)}/{_ms(p.ttft.p90)} | {_ms(p.tpot.p50)}/{_ms(p.tpot.p90)} | {goodput} | "
             f"{format_interval(p.speedup) if p.speedup else '-'} | {'yes' if (p.variant, p.load) in front else ''} |"
         )
