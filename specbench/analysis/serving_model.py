@@ -373,6 +373,9 @@ class Workload:
     output_tokens: int = 600
 
 
+DEFAULT_WORKLOAD = Workload()
+
+
 @dataclass(frozen=True)
 class Prediction:
     concurrency: int
@@ -543,15 +546,16 @@ IDENTIFIABLE_SHARE = 0.05  # a column must keep 5% of its length once the accept
 
 
 def identifiable(points: Iterable[MeasuredPoint]) -> tuple[str, ...]:
-    """The free parameters the points can tell apart, tried in the order overhead, compute, draft
-    overhead, bandwidth: each is kept if its column (of the relative-error design matrix) is not
-    nearly a combination of those kept before it (Gram-Schmidt). Within one target, draft and TP the
+    """The free parameters the points can tell apart, tried in the order overhead, draft overhead,
+    compute, bandwidth (a run at one load tells baseline from speculative steps before batch sizes):
+    each is kept if its column (of the relative-error design matrix) is not nearly a combination of
+    those kept before it (Gram-Schmidt). Within one target, draft and TP the
     bandwidth term moves with the overhead and draft overhead, so it needs points of two TP sizes or
     two drafts; otherwise it stays at the starting profile's value."""
     points = list(points)
     columns = {name: [design_row(p)[FREE.index(name)] / p.value_s for p in points] for name in FREE}
     kept: list[tuple[str, list[float]]] = []
-    for name in ("overhead_s", "inverse_compute_efficiency", "draft_overhead_s", "inverse_bandwidth_efficiency"):
+    for name in ("overhead_s", "draft_overhead_s", "inverse_compute_efficiency", "inverse_bandwidth_efficiency"):
         column = columns[name]
         norm = math.sqrt(math.fsum(v * v for v in column))
         if norm == 0:
@@ -654,3 +658,40 @@ ASSUMPTIONS = (
     "prefill runs in its own steps (vLLM V0, Neuron schedulers); a closed loop of clients; at most max_num_seqs run, the rest queue",
     "left out: KV-cache reads of attention (short contexts), collectives beyond the overhead, compiled-bucket padding",
 )
+
+
+# --- the profile file (predict --calibrate writes it; predict --profile and emulate --profile read it)
+
+PROFILE_FORMAT = "specbench-serving-profile/1"
+
+
+def profile_document(profile: Profile, deployment: Deployment | None = None, fit: Fit | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = {"format": PROFILE_FORMAT, "profile": profile.to_dict()}
+    if deployment is not None:
+        document["deployment"] = asdict(deployment)
+    if fit is not None:
+        document["fitted"] = list(fit.fitted)
+        document["residuals"] = [{"label": r.label, "measured_s": r.measured_s, "fitted_s": r.fitted_s} for r in fit.residuals]
+    return document
+
+
+def read_profile_document(data: Any, base: Profile = DEFAULT_PROFILE) -> tuple[Profile, Deployment | None]:
+    """A profile file's contents: the profile, and the deployment it was fitted on (if recorded).
+    A bare object of Profile fields is accepted too (overrides on ``base``)."""
+    if not isinstance(data, Mapping):
+        raise ValueError("profile file: expected a JSON object")
+    if "profile" not in data:
+        return Profile.from_dict(data, base), None
+    if data.get("format") not in (None, PROFILE_FORMAT):
+        raise ValueError(f"profile file: format {data.get('format')!r} unknown; expected {PROFILE_FORMAT}")
+    profile = Profile.from_dict(data["profile"], base)
+    raw = data.get("deployment")
+    if raw is None:
+        return profile, None
+    if not isinstance(raw, Mapping):
+        raise ValueError("profile file: deployment must be an object")
+    known = {f.name for f in fields(Deployment)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"profile file: deployment has unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+    return profile, Deployment(**raw)

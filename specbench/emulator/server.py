@@ -1074,6 +1074,28 @@ def with_speculation(profile: EmulatorProfile, k: int | None, draft_cost_ratio: 
     return dataclasses_replace(profile, **{key: value for key, value in changes.items() if value is not None})
 
 
+def serving_setup(path: str = "") -> tuple[sm.Deployment, sm.Profile]:
+    """The deployment and profile the serving model runs with: a profile file's (``predict
+    --calibrate``), else the write-up's calibration of the default deployment."""
+    if not path:
+        return sm.WRITEUP_DEPLOYMENT, sm.writeup_profile()
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not JSON ({error})") from None
+    profile, deployment = sm.read_profile_document(data, sm.writeup_profile())
+    return deployment or sm.WRITEUP_DEPLOYMENT, profile
+
+
+def on_serving_model(profile: EmulatorProfile, deployment: sm.Deployment, serving: sm.Profile) -> EmulatorProfile:
+    """The same service with step times from the serving model. A speculative profile keeps its k
+    (the deployment gets a draft method if it had none); max_num_seqs stays the profile's."""
+    if profile.speculative and not deployment.method:
+        deployment = sm.Deployment(**{**asdict(deployment), "method": "draft", "draft": sm.QWEN3_1_7B.name, "k": 1})
+    return dataclasses_replace(profile, deployment=deployment, serving_profile=serving)
+
+
 def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
     """``emulate``: the baseline and speculative emulators on two local ports, until Ctrl-C."""
     parser = argparse.ArgumentParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
@@ -1099,11 +1121,34 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     # Sweeps (scripts/demo_sweep.py): one speculative server per k, each with the same draft cost.
     parser.add_argument("--speculative-k", type=int, default=None, help="the speculative server's k (default: 7)")
     parser.add_argument("--draft-cost-ratio", type=float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
+    # Batching (issue 26): every emulator batches; step times come from the serving model with one of these two.
+    parser.add_argument("--max-num-seqs", type=int, default=None, help="the batch limit, as vLLM's --max-num-seqs (default: 4)")
+    parser.add_argument(
+        "--serving-model",
+        action="store_true",
+        help="step times from the serving model (Qwen3-32B on trn2 TP 32, the write-up's calibration) instead of fixed ones",
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        metavar="FILE",
+        help="step times from the serving model with this profile (written by specbench predict --calibrate)",
+    )
     args = parser.parse_args(argv)
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
     if args.coalesce_chunks < 0:
         parser.error("--coalesce-chunks must be >= 0")
+    if args.max_num_seqs is not None and args.max_num_seqs < 1:
+        parser.error(f"--max-num-seqs must be an integer >= 1, got {args.max_num_seqs}")
+    serving = None
+    if args.profile or args.serving_model:
+        if args.draft_cost_ratio is not None:
+            parser.error("--draft-cost-ratio sets the fixed-step profile; with the serving model the draft's cost is its profile's")
+        try:
+            serving = serving_setup(args.profile)
+        except (OSError, ValueError) as error:
+            parser.error(f"--profile {args.profile}: {error}")
     profiles = {
         name: dataclasses_replace(
             profile,
@@ -1111,9 +1156,12 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
             legacy_gauges=args.legacy_gauges and profile.speculative,
             spec_metrics=not args.no_spec_metrics,
             coalesce_chunks=args.coalesce_chunks,
+            **({} if args.max_num_seqs is None else {"max_num_seqs": args.max_num_seqs}),
         )
         for name, profile in default_profiles(args.time_scale).items()
     }
+    if serving is not None:
+        profiles = {name: on_serving_model(profile, *serving) for name, profile in profiles.items()}
     try:
         profiles = {name: with_speculation(profile, args.speculative_k, args.draft_cost_ratio) for name, profile in profiles.items()}
     except ValueError as error:
