@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import statistics
 
 import aiohttp
@@ -141,3 +142,21 @@ def test_the_native_clients_measurements_of_a_batched_server_match_its_stamps():
     assert statistics.median(ttft_gaps) < 0.005
     assert statistics.median(tpot_gaps) < 0.0005  # the 5 ms spread over 23 tokens
     assert max(t.queued_s for t in truth.values()) > SPEC.decode_step_s(2)  # someone did wait for a slot
+
+
+def test_the_virtual_clock_simulation_schedules_as_the_server_does():
+    truth, steps = em.simulate_closed_loop(SPEC, ["one two three"], clients=3, requests=5, max_tokens=10)
+    assert len(truth) == 5 and all(t.output_tokens == 10 and t.e2e_s is not None for t in truth)
+    assert all(len(s.ordinals) <= 2 for s in steps)  # max_num_seqs 2
+    assert steps[0].kind == "prefill" and steps[0].ordinals == (0, 1)  # two slots for three clients
+    assert truth[2].queued_s > 0 and truth[0].queued_s == 0
+    for step in steps:
+        expected = SPEC.prefill_step_s([3] * len(step.ordinals)) if step.kind == "prefill" else SPEC.decode_step_s(len(step.ordinals))
+        assert step.duration_s == pytest.approx(expected)
+    for earlier, later in zip(steps, steps[1:], strict=False):
+        assert later.start_s == pytest.approx(earlier.end_s)  # a closed loop never lets the engine idle
+    # Same seed, prompt and ordinal: the same chunks as the server plays.
+    plan = em.plan_chunks(
+        10, 0.0, 0.0, 3, SPEC.acceptance_for("one two three"), random.Random(em.request_seed(SPEC.seed, "one two three", 0))
+    )
+    assert truth[0].chunk_tokens == [c.tokens for c in plan]

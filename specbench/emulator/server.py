@@ -540,7 +540,7 @@ class StepRecord:
 class _Sequence:
     record: TruthRecord
     plan: list[PlannedChunk]  # tokens and acceptance per step, sampled at arrival (timing-independent)
-    outbox: asyncio.Queue[PlannedChunk]
+    outbox: asyncio.Queue[PlannedChunk] | None  # None in a simulation (no stream)
     position: int = 0  # chunks produced
     paused_until: float = 0.0  # a stalled stream takes no part in steps until then
     aborted: bool = False
@@ -595,25 +595,49 @@ class Engine:
     def _decodable(self, now: float) -> list[_Sequence]:
         return [s for s in self.running if s.paused_until <= now]
 
+    def schedule(self, now: float) -> tuple[str, list[_Sequence], float] | None:
+        """The next step's kind, batch and duration (moving the admitted requests into slots), or None
+        when there is nothing to run. Prefills first: waiting requests get every free slot."""
+        free = self.profile.max_num_seqs - len(self.running)
+        if self.waiting and free > 0:
+            batch, self.waiting = self.waiting[:free], self.waiting[free:]
+            self.running += batch
+            return "prefill", batch, self.profile.prefill_step_s([s.record.prompt_tokens for s in batch])
+        batch = self._decodable(now)
+        return ("decode", batch, self.profile.decode_step_s(len(batch))) if batch else None
+
+    def complete(self, kind: str, batch: list[_Sequence], start: float, duration: float, waiting: int) -> list[_Sequence]:
+        """The step's end: each sequence of the batch gets its next planned chunk; returns those done."""
+        produced, done = [], []
+        for s in batch:
+            if s.aborted or s.finished:
+                continue
+            chunk = s.plan[s.position]
+            s.position += 1
+            s.record.planned_offsets_s.append(start + duration - s.record.arrival_s)
+            s.record.steps.append(len(self.steps))
+            if s.outbox is not None:
+                s.outbox.put_nowait(chunk)
+            produced.append((s.record.ordinal, chunk.tokens))
+            if s.finished and s in self.running:
+                self.running.remove(s)
+                done.append(s)
+        ordinals, tokens = tuple(o for o, _ in produced), tuple(t for _, t in produced)
+        self.steps.append(StepRecord(len(self.steps), kind, start, duration, ordinals, tokens, len(self.running) + len(done), waiting))
+        return done
+
     async def _run(self) -> None:
         previous_end: float | None = None  # the last step's deadline while the engine stays busy
         idle_since = -math.inf  # the engine starts with its first request
         while True:
             now = CLOCK()
-            free = self.profile.max_num_seqs - len(self.running)
-            if self.waiting and free > 0:
-                batch, self.waiting = self.waiting[:free], self.waiting[free:]
-                self.running += batch
-                kind = "prefill"
-                duration = self.profile.prefill_step_s([s.record.prompt_tokens for s in batch])
-            else:
-                batch, kind = self._decodable(now), "decode"
-                duration = self.profile.decode_step_s(len(batch)) if batch else 0.0
-            if not batch:
+            step = self.schedule(now)
+            if step is None:
                 if previous_end is not None:
                     idle_since, previous_end = previous_end, None
                 await self._idle(now)
                 continue
+            kind, batch, duration = step
             if previous_end is not None:  # busy: this step follows the last one's deadline
                 start = min(previous_end, now)
             elif kind == "prefill":  # idle: the request is scheduled as it arrives (not after the handler's parsing)
@@ -623,21 +647,9 @@ class Engine:
             if kind == "prefill":
                 for s in batch:
                     s.record.queued_s = start - s.record.arrival_s
+            waiting = len(self.waiting)
             await _sleep_until(start + duration)
-            produced = []
-            for s in batch:
-                if s.aborted or s.finished:
-                    continue
-                chunk = s.plan[s.position]
-                s.position += 1
-                s.record.planned_offsets_s.append(start + duration - s.record.arrival_s)
-                s.record.steps.append(len(self.steps))
-                s.outbox.put_nowait(chunk)
-                produced.append((s.record.ordinal, chunk.tokens))
-                if s.finished and s in self.running:
-                    self.running.remove(s)
-            ordinals, tokens = tuple(o for o, _ in produced), tuple(t for _, t in produced)
-            self.steps.append(StepRecord(len(self.steps), kind, start, duration, ordinals, tokens, len(self.running), len(self.waiting)))
+            self.complete(kind, batch, start, duration, waiting)
             previous_end = start + duration
 
     async def _idle(self, now: float) -> None:
@@ -647,6 +659,54 @@ class Engine:
         timeout = min(resume) - now if resume else None
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def simulate_closed_loop(
+    profile: EmulatorProfile, prompts: Sequence[str], clients: int, requests: int, max_tokens: int
+) -> tuple[list[TruthRecord], list[StepRecord]]:
+    """The engine on a virtual clock, without sockets: ``clients`` closed-loop clients (each sends its
+    next request the moment its last one ends) send ``requests`` requests in turn over ``prompts``.
+    Same scheduling (``Engine.schedule``/``complete``), same plans (seeded by prompt and ordinal) as
+    the server; every timestamp is exact, so what it measures is the engine's behaviour alone."""
+    if clients < 1 or requests < 1 or max_tokens < 1 or not prompts:
+        raise ValueError("simulate_closed_loop needs clients, requests and max_tokens >= 1 and a prompt")
+    engine = Engine(profile)
+    records: list[TruthRecord] = []
+    now = 0.0
+
+    def send(at: float) -> None:
+        ordinal = len(records)
+        text = prompts[ordinal % len(prompts)]
+        tokens = count_tokens(text)
+        p = profile.acceptance_for(text) if profile.speculative else None
+        planned = min(max_tokens, profile.max_model_len - tokens)
+        plan = plan_chunks(
+            planned, 0.0, 0.0, profile.num_speculative_tokens, p or 0.0, random.Random(request_seed(profile.seed, text, ordinal))
+        )
+        record = TruthRecord(f"sim-{ordinal}", ordinal, "completions", at, tokens, planned, p)
+        records.append(record)
+        engine.waiting.append(_Sequence(record, plan, None))
+
+    for _ in range(min(clients, requests)):
+        send(now)
+    while True:
+        step = engine.schedule(now)
+        if step is None:
+            break
+        kind, batch, duration = step
+        if kind == "prefill":
+            for s in batch:
+                s.record.queued_s = now - s.record.arrival_s
+        done = engine.complete(kind, batch, now, duration, len(engine.waiting))
+        now += duration
+        for s in done:
+            s.record.chunk_offsets_s = list(s.record.planned_offsets_s)
+            s.record.chunk_tokens = [chunk.tokens for chunk in s.plan]
+            s.record.accepted_per_step = [chunk.accepted for chunk in s.plan if chunk.accepted is not None]
+            s.record.e2e_s = now - s.record.arrival_s
+            if len(records) < requests:
+                send(now)
+    return records, engine.steps
 
 
 class Emulator:
