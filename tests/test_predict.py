@@ -154,3 +154,12 @@ def test_emulate_reads_the_saved_profile(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main_emulate(["--serving-model", "--draft-cost-ratio", "0.1"])
     assert "--draft-cost-ratio sets the fixed-step profile" in capsys.readouterr().err
+
+
+def test_acceptance_from_a_stored_sweep(tmp_path, capsys):
+    store_points(LocalStore(tmp_path), "s1", model_points(ks=(0, 3), loads=(1,)))
+    written = tmp_path / "p.json"
+    assert cli.main(["predict", "--results", str(tmp_path), "--from-sweep", "s1", "--loads", "1", "--json", str(written)]) == 0
+    (cls,) = json.loads(written.read_text())["classes"]
+    assert (cls["prompt_class"], cls["source"]) == ("structured", "sweep s1") and cls["a"] == pytest.approx(A)
+    assert "structured: a = 0.800 (sweep s1)" in capsys.readouterr().out

@@ -27,6 +27,7 @@ that of its bucket). Stdlib only: the emulator, the CLI and the sweep stage all 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -645,6 +646,7 @@ def writeup_points() -> list[MeasuredPoint]:
     ]
 
 
+@functools.lru_cache(maxsize=1)
 def writeup_profile() -> Profile:
     """The free parameters fitted on the write-up's figures (overhead and draft overhead)."""
     return fit_profile(writeup_points(), DEFAULT_PROFILE, ("overhead_s", "draft_overhead_s")).profile
