@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo demo-sweep bench-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist clean
+.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -29,6 +29,11 @@ demo: dev-deps
 # class; prints the recovered optima beside the truth and writes the sweep report.
 demo-sweep: dev-deps
 	$(BIN)/python scripts/demo_sweep.py --out demo-sweep-output
+
+# TPOT and throughput against load on batching emulators: the crossover the analysis finds beside the
+# serving model's prediction (docs/serving-model.md).
+demo-load-sweep: dev-deps
+	$(BIN)/python scripts/demo_load_sweep.py
 
 deps: $(VENV)/.runtime node_modules/.installed
 dev-deps: deps $(VENV)/.dev

@@ -9,7 +9,8 @@ open-ended ones (a = 0.6) at k = 2. Every point is a normal ``specbench run`` st
 ``specbench run --sweep-point`` writes it in the cluster); the baseline runs first and last. Then
 ``specbench sweep-report`` analyses it, and the script prints the recovered optima beside the truth.
 
-The emulator models no batching: latencies do not grow with load, so no crossover shows here.
+These emulators batch, but with fixed step times (no serving model): latencies do not grow with the
+batch, so no crossover shows here; ``make demo-load-sweep`` (scripts/demo_load_sweep.py) shows one.
 """
 
 from __future__ import annotations

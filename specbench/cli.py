@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 from collections.abc import Sequence
@@ -217,6 +218,37 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
     plan.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
 
+    predict = commands.add_parser(
+        "predict", help="the serving model's TPOT, E2E, tokens/s per node, speedup and cost per class and load (from a checkout)"
+    )
+    predict.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
+    predict.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
+    predict.add_argument("--acceptance", action="append", default=[], metavar="CLASS=A", help="assume per-token acceptance A for a class")
+    predict.add_argument("--from-run", default="", metavar="RUN", help="acceptance per class from a stored run")
+    predict.add_argument("--from-sweep", default="", metavar="SWEEP_ID", help="acceptance per class from a stored sweep (in --results)")
+    predict.add_argument("--results", default=None, help="directory or s3://BUCKET/PREFIX/ of stored runs (default: results)")
+    predict.add_argument("--region", default=None)
+    predict.add_argument("--loads", default="", help="clients in flight, comma-separated (default: 1, 2, 4 ... 2 x max_num_seqs)")
+    predict.add_argument(
+        "--profile", default="", metavar="FILE", help="the free parameters (a --calibrate output; default: the write-up's)"
+    )
+    predict.add_argument(
+        "--price-per-hour", type=float, default=None, help="USD per node-hour (default: config/cost.py's for the node type)"
+    )
+    predict.add_argument("--prompt-tokens", type=positive_int, default=None, help="default: benchmark.input_tokens")
+    predict.add_argument("--output-tokens", type=positive_int, default=None, help="default: benchmark.output_tokens")
+    predict.add_argument("--k-max", type=positive_int, default=15, help="the largest k the best-k search tries")
+    predict.add_argument("--json", default="", metavar="PATH", help="also write the prediction as JSON")
+    predict.add_argument(
+        "--calibrate",
+        nargs="+",
+        default=[],
+        metavar="RUN",
+        help="fit the free parameters to these stored runs ('writeup': the write-up's figures)",
+    )
+    predict.add_argument("--fit", default="", help="the parameters to fit, comma-separated (default: those the points identify)")
+    predict.add_argument("--save-profile", default="serving-profile.json", metavar="PATH", help="where --calibrate writes the profile")
+
     suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
     suite.add_argument("--suite", default="")
     suite.add_argument("--fetch", action="store_true", help="also fetch, check and sample its dataset sources")
@@ -249,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_report(args)
         if args.command == "plan":
             return command_plan(args)
+        if args.command == "predict":
+            return command_predict(args)
         if args.command == "sweep-report":
             return command_sweep_report(args)
         return command_suite(args)
@@ -664,6 +698,101 @@ def command_plan(args: argparse.Namespace) -> int:
         print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
         return 0
     print(render(sweep_plan(config, neuron_node_hour_price(config.neuron_nodes.instance_type))))
+    return 0
+
+
+def checkout_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The configuration synth would build, from cdk.json's context and ``-c``; an exit code if none."""
+    import os
+
+    try:
+        from config import ConfigError, load_config
+    except ImportError:  # the Job's zip has no configuration
+        print(f"specbench: {args.command} needs the project's config package; run it from a checkout of the project", file=sys.stderr)
+        return EXIT_USAGE
+    path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
+    try:
+        context = dict(read_json_file(str(path)).get("context", {}))
+    except (JsonFileError, AttributeError) as error:
+        print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    for item in args.context:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"specbench: -c {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_USAGE
+        context[key] = value
+    try:
+        return load_config(context, os.environ)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_USAGE
+
+
+def command_predict(args: argparse.Namespace) -> int:
+    """``predict``: the serving model on the configured deployment; ``--calibrate`` fits it first."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from specbench.analysis import serving_model as sm
+    from specbench.analysis.prediction import default_loads, predict_deployment
+    from specbench.analysis.sweep import points_from_run
+    from specbench.outputs import prediction as out
+    from specbench.outputs.sweep_report import load_sweep_points
+    from specbench.results.runfiles import load_run
+    from specbench.results.store import open_store
+
+    config = checkout_config(args)
+    if isinstance(config, int):
+        return config
+    from config.cost import neuron_node_hour_price
+
+    def run_points(run: str):  # type: ignore[no-untyped-def]
+        store = report_store(run, args.results, args.region)
+        files = load_run(store)
+        return points_from_run(files.run, files.records, files.acceptance, store.location)
+
+    try:
+        deployment = out.deployment_from_config(config)
+        profile = sm.writeup_profile()
+        if args.profile:
+            profile, _ = out.read_profile(args.profile, profile)
+        loads = [int(x) for x in args.loads.split(",") if x.strip()] if args.loads else default_loads(deployment.max_num_seqs)
+        workload = sm.Workload(args.prompt_tokens or config.benchmark.input_tokens, args.output_tokens or config.benchmark.output_tokens)
+        fit, measured_run_points = None, []
+        if args.calibrate:
+            measured, notes = [], []
+            for run in args.calibrate:
+                if run == out.WRITEUP:
+                    measured += sm.writeup_points()
+                    continue
+                points = run_points(run)
+                measured_run_points += points
+                measured += out.measured_points(points, deployment, notes)
+            free = tuple(name.strip() for name in args.fit.split(",") if name.strip()) or None
+            fit = sm.fit_profile(measured, profile, free)
+            print("\n".join([*notes, *out.render_fit(fit, measured)]))
+            out.save_profile(Path(args.save_profile), fit, deployment)
+            print(f"profile saved: {args.save_profile} (use it with predict --profile, emulate --profile)\n")
+            profile = fit.profile
+        acceptance = out.acceptance_table(out.parse_acceptance(args.acceptance), "assumed")
+        if args.from_run:
+            acceptance.update(out.acceptance_table(out.acceptance_from_points(run_points(args.from_run)), f"run {args.from_run}"))
+        if args.from_sweep:
+            swept = load_sweep_points(open_store(args.results or "results", args.region), args.from_sweep)
+            acceptance.update(out.acceptance_table(out.acceptance_from_points(swept), f"sweep {args.from_sweep}"))
+        if not acceptance and measured_run_points:
+            acceptance = out.acceptance_table(out.acceptance_from_points(measured_run_points), "the calibration runs")
+        if not acceptance:
+            acceptance = out.acceptance_table(out.ASSUMED_ACCEPTANCE, "assumed (default; set --acceptance CLASS=A)")
+        price = args.price_per_hour if args.price_per_hour is not None else neuron_node_hour_price(deployment.node_type)
+        report = predict_deployment(deployment, profile, acceptance, loads, workload, price, args.k_max)
+    except (OSError, ValueError, BotoCoreError, ClientError) as error:
+        print(f"specbench: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(out.render(report)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out.json_document(report, fit), indent=2) + "\n", encoding="utf-8")
+        print(f"written: {args.json}")
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from specbench.analysis import stats, sweep, theory
@@ -93,11 +95,33 @@ def test_crossover_rules() -> None:
         == "pays at every measured load (up to 4 in flight)"
     )
     c = sweep.crossover(CONCURRENCY, [(1, i(2.0, 1.9, 2.1)), (2, i(1.5, 1.4, 1.6)), (4, i(0.5, 0.4, 0.6))])
-    assert (c.last_paying, c.first_not_paying, c.interpolated) == (2, 4, pytest.approx(3.0))
+    # Doubling levels: halfway between 2 and 4 on log load is 2 x sqrt(2), not 3.
+    assert (c.last_paying, c.first_not_paying, c.interpolated, c.scale) == (2, 4, pytest.approx(2 * math.sqrt(2)), "log")
+    assert c.text == "pays up to 2 in flight, not at 4 (point estimate crosses 1 at ~2.83, interpolated on log load)"
+    c = sweep.crossover(CONCURRENCY, [(1, i(2.0, 1.9, 2.1)), (2, i(1.5, 1.4, 1.6)), (3, i(0.5, 0.4, 0.6))])
+    assert (c.interpolated, c.scale) == (pytest.approx(2.5), "linear")  # evenly spaced levels: a straight line
     # A CI that reaches 1 does not pay, even with a point above 1.
     c = sweep.crossover(RATE, [(1, i(1.2, 0.9, 1.5))])
     assert (c.last_paying, c.first_not_paying) == (None, 1)
     assert c.text == "does not pay at the lowest measured load (1 requests/s)"
+
+
+def test_crossover_on_a_known_convex_curve() -> None:
+    """s(L) = 1.5 - 0.2 log2 L is convex in L and crosses 1 at L = 2^2.5 = 5.66. Measured at doubling
+    levels, a straight line between 4 (1.1x) and 8 (0.9x) says 6.0 (6 % high); log load finds it."""
+
+    def s(load: float) -> stats.Interval:
+        value = 1.5 - 0.2 * math.log2(load)
+        return stats.Interval(value, value - 0.01, value + 0.01)
+
+    levels = [1, 2, 4, 8, 16]
+    c = sweep.crossover(CONCURRENCY, [(load, s(load)) for load in levels])
+    assert (c.last_paying, c.first_not_paying, c.scale) == (4, 8, "log")
+    assert c.interpolated == pytest.approx(2**2.5, rel=1e-9)
+    assert sweep.interpolate_crossing((4, s(4).point), (8, s(8).point), "linear") == pytest.approx(6.0)
+    assert sweep.interpolation_scale([1, 2, 4, 8]) == "log" and sweep.interpolation_scale([1, 4, 16]) == "log"
+    assert sweep.interpolation_scale([1, 2, 3, 4]) == "linear" and sweep.interpolation_scale([1, 2, 8]) == "linear"
+    assert sweep.interpolation_scale([4]) == "linear"
 
 
 def test_goodput_counts_failures_as_missed() -> None:

@@ -35,6 +35,7 @@ from specbench.results.records import RequestRecord
 
 BASELINE = "baseline"
 CONCURRENCY, RATE = "concurrency", "rate"
+LINEAR, LOG = "linear", "log"  # the load scale a crossover is interpolated on
 TPOT, E2E, TTFT = "time_per_output_token_s", "end_to_end_latency_s", "ttft_s"
 METRIC_TITLES = {TPOT: "time per output token", E2E: "end-to-end latency", TTFT: "time to first token"}
 C_MAX = 2.0  # a draft step costing twice a target step: far beyond any useful draft
@@ -165,8 +166,9 @@ class Crossover:
     kind: str
     last_paying: float | None  # the highest load at which speculation still pays (CI above 1)
     first_not_paying: float | None  # None: pays at every measured load of this kind
-    interpolated: float | None  # where the point estimate crosses 1 between the two, linearly
+    interpolated: float | None  # where the point estimate crosses 1 between the two, on ``scale``
     text: str
+    scale: str = LINEAR  # the load scale of the interpolation: log for doubling (geometric) levels
 
 
 @dataclass(frozen=True)
@@ -276,9 +278,34 @@ def pays(interval: stats.Interval | None) -> bool:
     return interval.low > 1.0 if interval.known else interval.point > 1.0  # type: ignore[operator]
 
 
+def interpolation_scale(loads: Sequence[float]) -> str:
+    """The scale the loads were chosen on: log when they grow geometrically (every level the last
+    times one factor >= 1.5, within 10 %: doubling levels), else linear. A speedup curve is convex in
+    the load, so a straight line between doubling levels overstates the crossing; on log load it is
+    close to straight (issue 26: 8 % too high on a batching server with a known crossover)."""
+    values = sorted({v for v in loads if v > 0})
+    if len(values) < 2:
+        return LINEAR
+    ratios = [b / a for a, b in zip(values, values[1:], strict=False)]
+    if min(ratios) >= 1.5 and max(ratios) <= 1.1 * min(ratios):
+        return LOG
+    return LINEAR
+
+
+def interpolate_crossing(before: tuple[float, float], after: tuple[float, float], scale: str) -> float:
+    """Where a speedup going from before = (load, s > 1) to after = (load, s <= 1) crosses 1."""
+    (x0, s0), (x1, s1) = before, after
+    share = (s0 - 1.0) / (s0 - s1)
+    if scale == LOG:
+        return math.exp(math.log(x0) + share * (math.log(x1) - math.log(x0)))
+    return x0 + share * (x1 - x0)
+
+
 def crossover(kind: str, speedups: Sequence[tuple[float, stats.Interval | None]]) -> Crossover:
-    """The load (of one kind, ascending) from which speculation no longer pays."""
+    """The load (of one kind, ascending) from which speculation no longer pays; the point estimate's
+    crossing interpolated on the loads' own scale (``interpolation_scale``)."""
     ordered = sorted(speedups, key=lambda pair: pair[0])
+    scale = interpolation_scale([value for value, _ in ordered])
     unit = "in flight" if kind == CONCURRENCY else "requests/s"
     last = None
     for index, (value, interval) in enumerate(ordered):
@@ -289,17 +316,16 @@ def crossover(kind: str, speedups: Sequence[tuple[float, stats.Interval | None]]
         if index and ordered[index - 1][1] is not None and interval is not None and interval.point is not None:
             before_value, before = ordered[index - 1]
             if before.point is not None and before.point > 1.0 >= interval.point:  # type: ignore[union-attr]
-                share = (before.point - 1.0) / (before.point - interval.point)  # type: ignore[union-attr]
-                interpolated = before_value + share * (value - before_value)
+                interpolated = interpolate_crossing((before_value, before.point), (value, interval.point), scale)  # type: ignore[union-attr]
         if last is None:
             text = f"does not pay at the lowest measured load ({format(value, 'g')} {unit})"
         else:
-            where = f" (point estimate crosses 1 at ~{interpolated:.3g})" if interpolated is not None else ""
+            where = f" (point estimate crosses 1 at ~{interpolated:.3g}, interpolated on {scale} load)" if interpolated is not None else ""
             text = f"pays up to {format(last, 'g')} {unit}, not at {format(value, 'g')}{where}"
-        return Crossover(kind, last, value, interpolated, text)
+        return Crossover(kind, last, value, interpolated, text, scale)
     if last is None:
         return Crossover(kind, None, None, None, "no measured load")
-    return Crossover(kind, last, None, None, f"pays at every measured load (up to {format(last, 'g')} {unit})")
+    return Crossover(kind, last, None, None, f"pays at every measured load (up to {format(last, 'g')} {unit})", scale)
 
 
 def goodput(records: Sequence[RequestRecord], slo: Slo) -> float | None:

@@ -2,11 +2,16 @@
 
 It speaks the slice of vLLM's OpenAI-compatible API the benchmark uses (streamed chat and text
 completions with usage statistics, /tokenize, /health, /v1/models, /metrics), paces its chunks with
-the time model of Leviathan et al. (2023), injects faults on chosen requests, and keeps the ground
-truth of every request so a client's measurements can be checked against what was really sent.
+a continuous-batching engine (``Engine``: at most ``max_num_seqs`` sequences run, the rest queue; one
+engine step advances every running sequence; prefill runs in steps of its own, as vLLM V0 and the
+Neuron schedulers do), with step times from the serving model (specbench/analysis/serving_model.py)
+or a batch-independent legacy profile, acceptance per prompt class (Leviathan et al. 2023), injects
+faults on chosen requests, and keeps the ground truth of every request and every engine step so a
+client's measurements can be checked against what was really sent.
 
-What it does not model: batching (concurrent requests do not slow each other), the chat template
-(prompt tokens are the tokens of the message contents), sampling (output is filler text).
+What it does not model: the chat template (prompt tokens are the tokens of the message contents),
+sampling (output is filler text), chunked prefill (vLLM V1 on GPUs mixes prefill chunks into decode
+steps), preemption (KV-cache memory is never short).
 
 Clock: every timestamp in the ground truth is ``time.perf_counter()``, the clock the client measures
 with, so a client's and the server's stamps of one request can be compared directly. (On Linux,
@@ -24,6 +29,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import random
 import re
 import threading
@@ -40,6 +46,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from specbench.analysis import serving_model as sm
 from specbench.results.records import time_per_output_token
 
 CLOCK = time.perf_counter
@@ -177,6 +184,15 @@ class EmulatorProfile:
     # > 1: every this many content chunks go out as one event, as a buffering server or proxy would
     # (tests the stream-acceptance self-check); 0 or 1: one event per engine step, as vLLM streams.
     coalesce_chunks: int = 0
+    # The batch limit (vLLM --max-num-seqs): at most this many sequences run, later arrivals queue.
+    # 256 is vLLM's default (SchedulerConfig); default_profiles use the deployment's 4.
+    max_num_seqs: int = 256
+    # With a deployment, step times come from the serving model (its k set from num_speculative_tokens),
+    # times time_scale; without one, from the batch-independent fields above (target_step_s,
+    # draft_cost_ratio, prefill_*), already scaled.
+    deployment: sm.Deployment | None = None
+    serving_profile: sm.Profile = field(default_factory=sm.writeup_profile)
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         name = self.served_model_name
@@ -189,6 +205,13 @@ class EmulatorProfile:
         _require(_is_int(k) and k >= 0, "num_speculative_tokens", "an integer >= 0 (0 = baseline)", k)
         _require(_is_int(self.seed), "seed", "an integer", self.seed)
         _require(_is_int(self.coalesce_chunks) and self.coalesce_chunks >= 0, "coalesce_chunks", "an integer >= 0", self.coalesce_chunks)
+        _require(_is_int(self.max_num_seqs) and self.max_num_seqs >= 1, "max_num_seqs", "an integer >= 1", self.max_num_seqs)
+        _require(_is_number(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0", self.time_scale)
+        _require(isinstance(self.serving_profile, sm.Profile), "serving_profile", "a serving-model Profile", self.serving_profile)
+        if self.deployment is not None:
+            _require(isinstance(self.deployment, sm.Deployment), "deployment", "a serving-model Deployment", self.deployment)
+            ok = k == 0 or bool(self.deployment.method)
+            _require(ok, "deployment", "a speculation method (draft or eagle3) when num_speculative_tokens > 0", self.deployment)
         _require(isinstance(self.legacy_gauges, bool), "legacy_gauges", "a bool", self.legacy_gauges)
         _require(isinstance(self.spec_metrics, bool), "spec_metrics", "a bool", self.spec_metrics)
         p = self.default_acceptance
@@ -205,11 +228,34 @@ class EmulatorProfile:
         return self.num_speculative_tokens > 0
 
     @property
+    def serving_deployment(self) -> sm.Deployment | None:
+        """The deployment this profile serves (its k is the profile's), or None for the legacy model."""
+        if self.deployment is None:
+            return None
+        return self.deployment.with_k(self.num_speculative_tokens)
+
+    def decode_step_s(self, batch: int) -> float:
+        """One engine decode step advancing ``batch`` sequences (k drafts and the verify, or one token)."""
+        deployment = self.serving_deployment
+        if deployment is None:
+            return step_time_s(self.target_step_s, self.num_speculative_tokens, self.draft_cost_ratio)
+        return sm.decode_step(deployment, self.serving_profile, batch).total_s * self.time_scale
+
+    def prefill_step_s(self, prompt_tokens: Sequence[int]) -> float:
+        """One prefill step over the prompts it admits."""
+        deployment = self.serving_deployment
+        if deployment is None:
+            return self.prefill_base_s + self.prefill_s_per_token * sum(prompt_tokens)
+        return sm.prefill_step(deployment, self.serving_profile, [max(n, 1) for n in prompt_tokens]).total_s * self.time_scale
+
+    @property
     def step_s(self) -> float:
-        return step_time_s(self.target_step_s, self.num_speculative_tokens, self.draft_cost_ratio)
+        """A decode step of one sequence alone."""
+        return self.decode_step_s(1)
 
     def prefill_s(self, prompt_tokens: int) -> float:
-        return self.prefill_base_s + self.prefill_s_per_token * prompt_tokens
+        """A prefill step of one prompt alone."""
+        return self.prefill_step_s([prompt_tokens])
 
     def acceptance_for(self, prompt: str) -> float:
         """Case-insensitive: the first marker contained in the prompt gives p, else the default."""
@@ -280,6 +326,8 @@ def default_profiles(time_scale: float = 1.0) -> dict[str, EmulatorProfile]:
         stall_s=30.0 * time_scale,
         acceptance=acceptance,
         default_acceptance=0.5,
+        max_num_seqs=4,  # serving.max_num_seqs (config/model.py), the write-up's
+        time_scale=time_scale,
     )
     return {
         "qwen-vllm": EmulatorProfile(**common),
@@ -327,6 +375,8 @@ class TruthRecord:
     chunk_offsets_s: list[float] = field(default_factory=list)  # each content chunk handed to the socket
     chunk_tokens: list[int] = field(default_factory=list)
     accepted_per_step: list[int] = field(default_factory=list)  # per speculative step sent, untruncated
+    queued_s: float | None = None  # arrival -> the start of its prefill step (the wait for a slot and the step)
+    steps: list[int] = field(default_factory=list)  # the engine steps (Emulator.steps) that produced its chunks
     e2e_s: float | None = None  # [DONE] handed to the socket; None if the stream never finished
     error: str = ""
 
@@ -377,6 +427,9 @@ class _Collector(Collector):
         running = GaugeMetricFamily("vllm:num_requests_running", "Requests being generated.", labels=["model_name"])
         running.add_metric(model, em.running)
         yield running
+        waiting = GaugeMetricFamily("vllm:num_requests_waiting", "Requests waiting to be processed.", labels=["model_name"])
+        waiting.add_metric(model, len(em.engine.waiting))
+        yield waiting
         success = CounterMetricFamily("vllm:request_success", "Finished requests.", labels=["model_name", "finish_reason"])
         success.add_metric([*model, "length"], n.finished)
         yield success
@@ -465,6 +518,197 @@ async def _sleep_until(deadline: float) -> None:
         await asyncio.sleep(delay)
 
 
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step as the engine ran it: the ground truth of batching."""
+
+    index: int
+    kind: str  # "prefill" or "decode"
+    start_s: float  # perf_counter at the step's start
+    duration_s: float  # from the profile (decode_step_s / prefill_step_s of this step's batch)
+    ordinals: tuple[int, ...]  # the requests it advanced
+    tokens: tuple[int, ...]  # tokens each got (same order)
+    running: int  # sequences holding a slot when it started
+    waiting: int  # requests queued when it started
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+
+@dataclass
+class _Sequence:
+    record: TruthRecord
+    plan: list[PlannedChunk]  # tokens and acceptance per step, sampled at arrival (timing-independent)
+    outbox: asyncio.Queue[PlannedChunk] | None  # None in a simulation (no stream)
+    position: int = 0  # chunks produced
+    paused_until: float = 0.0  # a stalled stream takes no part in steps until then
+    aborted: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.position >= len(self.plan)
+
+
+class Engine:
+    """vLLM's continuous batching, on the emulator's loop.
+
+    At most ``max_num_seqs`` sequences hold a slot; later arrivals wait in arrival order (FCFS). Each
+    step either prefills waiting requests or advances every running sequence by one decode step, never
+    both: vLLM V0's default scheduler prioritises prefills and runs them as steps of their own
+    (vllm/core/scheduler.py ``_schedule_default``; "By default, vLLM scheduler prioritizes prefills",
+    vllm-project/vllm PR 7874), and the Neuron schedulers separate them too (NxD Inference compiles
+    context encoding and token generation as separate graphs; the vllm-neuron plugin's NeuronScheduler
+    does "prefill/decode separation", docs vllm-neuron/docs/design/vllm/neuron-scheduler). A prefill
+    step admits as many waiting requests as there are free slots. Every chunk of a step is handed to
+    its stream at the step's end; back-to-back steps follow each other's deadlines, so late wake-ups
+    do not add up.
+    """
+
+    def __init__(self, profile: EmulatorProfile) -> None:
+        self.profile = profile
+        self.waiting: list[_Sequence] = []
+        self.running: list[_Sequence] = []
+        self.steps: list[StepRecord] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, record: TruthRecord, plan: list[PlannedChunk]) -> _Sequence:
+        sequence = _Sequence(record, plan, asyncio.Queue())
+        self.waiting.append(sequence)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._wake.set()
+        return sequence
+
+    def abort(self, sequence: _Sequence) -> None:
+        """The stream ended early (a fault, or the client left): free its slot."""
+        sequence.aborted = True
+        for queue in (self.waiting, self.running):
+            if sequence in queue:
+                queue.remove(sequence)
+        self._wake.set()
+
+    def pause(self, sequence: _Sequence, seconds: float) -> None:
+        sequence.paused_until = CLOCK() + seconds
+
+    def _decodable(self, now: float) -> list[_Sequence]:
+        return [s for s in self.running if s.paused_until <= now]
+
+    def schedule(self, now: float) -> tuple[str, list[_Sequence], float] | None:
+        """The next step's kind, batch and duration (moving the admitted requests into slots), or None
+        when there is nothing to run. Prefills first: waiting requests get every free slot."""
+        free = self.profile.max_num_seqs - len(self.running)
+        if self.waiting and free > 0:
+            batch, self.waiting = self.waiting[:free], self.waiting[free:]
+            self.running += batch
+            return "prefill", batch, self.profile.prefill_step_s([s.record.prompt_tokens for s in batch])
+        batch = self._decodable(now)
+        return ("decode", batch, self.profile.decode_step_s(len(batch))) if batch else None
+
+    def complete(self, kind: str, batch: list[_Sequence], start: float, duration: float, waiting: int) -> list[_Sequence]:
+        """The step's end: each sequence of the batch gets its next planned chunk; returns those done."""
+        produced, done = [], []
+        for s in batch:
+            if s.aborted or s.finished:
+                continue
+            chunk = s.plan[s.position]
+            s.position += 1
+            s.record.planned_offsets_s.append(start + duration - s.record.arrival_s)
+            s.record.steps.append(len(self.steps))
+            if s.outbox is not None:
+                s.outbox.put_nowait(chunk)
+            produced.append((s.record.ordinal, chunk.tokens))
+            if s.finished and s in self.running:
+                self.running.remove(s)
+                done.append(s)
+        ordinals, tokens = tuple(o for o, _ in produced), tuple(t for _, t in produced)
+        self.steps.append(StepRecord(len(self.steps), kind, start, duration, ordinals, tokens, len(self.running) + len(done), waiting))
+        return done
+
+    async def _run(self) -> None:
+        previous_end: float | None = None  # the last step's deadline while the engine stays busy
+        idle_since = -math.inf  # the engine starts with its first request
+        while True:
+            now = CLOCK()
+            step = self.schedule(now)
+            if step is None:
+                if previous_end is not None:
+                    idle_since, previous_end = previous_end, None
+                await self._idle(now)
+                continue
+            kind, batch, duration = step
+            if previous_end is not None:  # busy: this step follows the last one's deadline
+                start = min(previous_end, now)
+            elif kind == "prefill":  # idle: the request is scheduled as it arrives (not after the handler's parsing)
+                start = min(max(idle_since, *(s.record.arrival_s for s in batch)), now)
+            else:
+                start = now
+            if kind == "prefill":
+                for s in batch:
+                    s.record.queued_s = start - s.record.arrival_s
+            waiting = len(self.waiting)
+            await _sleep_until(start + duration)
+            self.complete(kind, batch, start, duration, waiting)
+            previous_end = start + duration
+
+    async def _idle(self, now: float) -> None:
+        """Nothing to run: sleep until an arrival, an abort, or a paused sequence's resumption."""
+        self._wake.clear()
+        resume = [s.paused_until for s in self.running if s.paused_until > now]
+        timeout = min(resume) - now if resume else None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def simulate_closed_loop(
+    profile: EmulatorProfile, prompts: Sequence[str], clients: int, requests: int, max_tokens: int
+) -> tuple[list[TruthRecord], list[StepRecord]]:
+    """The engine on a virtual clock, without sockets: ``clients`` closed-loop clients (each sends its
+    next request the moment its last one ends) send ``requests`` requests in turn over ``prompts``.
+    Same scheduling (``Engine.schedule``/``complete``), same plans (seeded by prompt and ordinal) as
+    the server; every timestamp is exact, so what it measures is the engine's behaviour alone."""
+    if clients < 1 or requests < 1 or max_tokens < 1 or not prompts:
+        raise ValueError("simulate_closed_loop needs clients, requests and max_tokens >= 1 and a prompt")
+    engine = Engine(profile)
+    records: list[TruthRecord] = []
+    now = 0.0
+
+    def send(at: float) -> None:
+        ordinal = len(records)
+        text = prompts[ordinal % len(prompts)]
+        tokens = count_tokens(text)
+        p = profile.acceptance_for(text) if profile.speculative else None
+        planned = min(max_tokens, profile.max_model_len - tokens)
+        plan = plan_chunks(
+            planned, 0.0, 0.0, profile.num_speculative_tokens, p or 0.0, random.Random(request_seed(profile.seed, text, ordinal))
+        )
+        record = TruthRecord(f"sim-{ordinal}", ordinal, "completions", at, tokens, planned, p)
+        records.append(record)
+        engine.waiting.append(_Sequence(record, plan, None))
+
+    for _ in range(min(clients, requests)):
+        send(now)
+    while True:
+        step = engine.schedule(now)
+        if step is None:
+            break
+        kind, batch, duration = step
+        if kind == "prefill":
+            for s in batch:
+                s.record.queued_s = now - s.record.arrival_s
+        done = engine.complete(kind, batch, now, duration, len(engine.waiting))
+        now += duration
+        for s in done:
+            s.record.chunk_offsets_s = list(s.record.planned_offsets_s)
+            s.record.chunk_tokens = [chunk.tokens for chunk in s.plan]
+            s.record.accepted_per_step = [chunk.accepted for chunk in s.plan if chunk.accepted is not None]
+            s.record.e2e_s = now - s.record.arrival_s
+            if len(records) < requests:
+                send(now)
+    return records, engine.steps
+
+
 class Emulator:
     """One emulated vLLM server: the aiohttp application and its state. Touch state on its loop only."""
 
@@ -473,7 +717,7 @@ class Emulator:
         self.truth: list[TruthRecord] = []
         self.faults = dict(profile.faults)
         self.counters = self._zero_counters()
-        self.running = 0
+        self.engine = Engine(profile)
         self.started_s = CLOCK()
         self._ordinals = itertools.count()
         self.registry = CollectorRegistry(auto_describe=False)
@@ -489,8 +733,18 @@ class Emulator:
                 web.post("/tokenize", self._tokenize),
                 web.get("/metrics", self._metrics),
                 web.get("/emulator/truth", self._truth),
+                web.get("/emulator/steps", self._steps),
             ]
         )
+
+    @property
+    def running(self) -> int:
+        """Sequences holding a slot (vllm:num_requests_running)."""
+        return len(self.engine.running)
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        return self.engine.steps
 
     def reset_counters(self) -> None:
         """What a server restart does to Prometheus counters."""
@@ -527,6 +781,9 @@ class Emulator:
 
     async def _truth(self, request: web.Request) -> web.Response:
         return web.json_response([record.to_dict() for record in self.truth])
+
+    async def _steps(self, request: web.Request) -> web.Response:
+        return web.json_response([{**asdict(step), "end_s": step.end_s} for step in self.engine.steps])
 
     def _check_model(self, body: dict[str, Any]) -> web.Response | None:
         model = body.get("model")
@@ -591,7 +848,9 @@ class Emulator:
         p = profile.acceptance_for(text) if profile.speculative else None
         rng = random.Random(request_seed(profile.seed, text, ordinal))
         planned = min(max_tokens, profile.max_model_len - prompt_tokens)
-        plan = plan_chunks(planned, profile.prefill_s(prompt_tokens), profile.step_s, profile.num_speculative_tokens, p or 0.0, rng)
+        # Tokens and acceptance of every step, sampled now: the same request plays the same chunks
+        # whatever the load (offsets come from the engine; the plan's own offsets are unused).
+        plan = plan_chunks(planned, 0.0, 0.0, profile.num_speculative_tokens, p or 0.0, rng)
         record = TruthRecord(
             request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex,
             ordinal=ordinal,
@@ -602,7 +861,6 @@ class Emulator:
             acceptance=p,
             fault=self.faults.get(ordinal),
             chat_template_kwargs=template_kwargs,
-            planned_offsets_s=[chunk.offset_s for chunk in plan],
         )
         self.truth.append(record)
         if record.fault == "http_500":
@@ -610,45 +868,49 @@ class Emulator:
             return _error(500, "injected fault: internal server error", "InternalServerError")
         include_usage = bool(options.get("include_usage"))
         stream = _Stream(request, record, chat, include_usage, include_usage and bool(options.get("continuous_usage_stats")))
-        self.running += 1
+        sequence = self.engine.submit(record, plan)
         try:
-            await self._play(stream, plan)
+            await self._play(stream, sequence)
         except ConnectionError:
             record.error = "client disconnected"
         except asyncio.CancelledError:  # aiohttp cancels the handler when the client goes away
             record.error = "client disconnected"
             raise
         finally:
-            self.running -= 1
+            self.engine.abort(sequence)  # a no-op once it finished
         return stream.response
 
-    async def _play(self, stream: _Stream, plan: list[PlannedChunk]) -> None:
-        record, profile = stream.record, self.profile
+    async def _play(self, stream: _Stream, sequence: _Sequence) -> None:
+        """Write the chunks the engine produces for this request, as they come (each at its step's end)."""
+        record, profile, plan = stream.record, self.profile, sequence.plan
         await stream.open(self.profile.served_model_name)
         self.counters.prompt_tokens += record.prompt_tokens
-        content = [] if record.fault == "empty_completion" else coalesce(plan, profile.coalesce_chunks)
-        fault_at = min(FAULT_AFTER_CHUNKS, max(1, len(content) // 2))
-        delay = 0.0  # a stall pushes every later chunk back
-        for index in range(len(content) + 1):
+        if record.fault == "empty_completion":  # the role chunk still comes when the first token would
+            await sequence.outbox.get()
+            self.engine.abort(sequence)
+            await stream.role()
+            await stream.done()
+            self.counters.finished += 1
+            return
+        groups = coalesce(plan, profile.coalesce_chunks)
+        fault_at = min(FAULT_AFTER_CHUNKS, max(1, len(groups) // 2))
+        for index in range(len(groups) + 1):
             if index == fault_at and record.fault == "drop_mid_stream":
+                self.engine.abort(sequence)
                 stream.request.transport.close()  # type: ignore[union-attr]  # FIN without the chunked terminator
                 record.error = "injected drop_mid_stream"
                 return
             if index == fault_at and record.fault == "stall":
+                self.engine.pause(sequence, profile.stall_s)  # out of the batch meanwhile: later chunks come later
                 await asyncio.sleep(profile.stall_s)
-                delay += profile.stall_s
             if index == fault_at and record.fault == "malformed_sse":
                 await stream.response.write(b"data: {not json\n\n")
-            if index == len(content):
+            if index == len(groups):
                 break
-            group = content[index]
-            await _sleep_until(record.arrival_s + group[-1].offset_s + delay)
+            group = [await sequence.outbox.get() for _ in groups[index]]
             for chunk in group:
                 self._count_step(record, chunk)  # before the write: a cancelled write still left the engine
-            await stream.content(sum(chunk.tokens for chunk in group), finish=index == len(content) - 1)
-        if not content:  # empty completion: the role chunk still comes when the first token would
-            await _sleep_until(record.arrival_s + (plan[0].offset_s if plan else 0.0))
-            await stream.role()
+            await stream.content(sum(chunk.tokens for chunk in group), finish=index == len(groups) - 1)
         await stream.done()
         self.counters.finished += 1
 
@@ -872,6 +1134,28 @@ def with_speculation(profile: EmulatorProfile, k: int | None, draft_cost_ratio: 
     return dataclasses_replace(profile, **{key: value for key, value in changes.items() if value is not None})
 
 
+def serving_setup(path: str = "") -> tuple[sm.Deployment, sm.Profile]:
+    """The deployment and profile the serving model runs with: a profile file's (``predict
+    --calibrate``), else the write-up's calibration of the default deployment."""
+    if not path:
+        return sm.WRITEUP_DEPLOYMENT, sm.writeup_profile()
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not JSON ({error})") from None
+    profile, deployment = sm.read_profile_document(data, sm.writeup_profile())
+    return deployment or sm.WRITEUP_DEPLOYMENT, profile
+
+
+def on_serving_model(profile: EmulatorProfile, deployment: sm.Deployment, serving: sm.Profile) -> EmulatorProfile:
+    """The same service with step times from the serving model. A speculative profile keeps its k
+    (the deployment gets a draft method if it had none); max_num_seqs stays the profile's."""
+    if profile.speculative and not deployment.method:
+        deployment = sm.Deployment(**{**asdict(deployment), "method": "draft", "draft": sm.QWEN3_1_7B.name, "k": 1})
+    return dataclasses_replace(profile, deployment=deployment, serving_profile=serving)
+
+
 def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
     """``emulate``: the baseline and speculative emulators on two local ports, until Ctrl-C."""
     parser = argparse.ArgumentParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
@@ -897,11 +1181,34 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     # Sweeps (scripts/demo_sweep.py): one speculative server per k, each with the same draft cost.
     parser.add_argument("--speculative-k", type=int, default=None, help="the speculative server's k (default: 7)")
     parser.add_argument("--draft-cost-ratio", type=float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
+    # Batching (issue 26): every emulator batches; step times come from the serving model with one of these two.
+    parser.add_argument("--max-num-seqs", type=int, default=None, help="the batch limit, as vLLM's --max-num-seqs (default: 4)")
+    parser.add_argument(
+        "--serving-model",
+        action="store_true",
+        help="step times from the serving model (Qwen3-32B on trn2 TP 32, the write-up's calibration) instead of fixed ones",
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        metavar="FILE",
+        help="step times from the serving model with this profile (written by specbench predict --calibrate)",
+    )
     args = parser.parse_args(argv)
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
     if args.coalesce_chunks < 0:
         parser.error("--coalesce-chunks must be >= 0")
+    if args.max_num_seqs is not None and args.max_num_seqs < 1:
+        parser.error(f"--max-num-seqs must be an integer >= 1, got {args.max_num_seqs}")
+    serving = None
+    if args.profile or args.serving_model:
+        if args.draft_cost_ratio is not None:
+            parser.error("--draft-cost-ratio sets the fixed-step profile; with the serving model the draft's cost is its profile's")
+        try:
+            serving = serving_setup(args.profile)
+        except (OSError, ValueError) as error:
+            parser.error(f"--profile {args.profile}: {error}")
     profiles = {
         name: dataclasses_replace(
             profile,
@@ -909,9 +1216,12 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
             legacy_gauges=args.legacy_gauges and profile.speculative,
             spec_metrics=not args.no_spec_metrics,
             coalesce_chunks=args.coalesce_chunks,
+            **({} if args.max_num_seqs is None else {"max_num_seqs": args.max_num_seqs}),
         )
         for name, profile in default_profiles(args.time_scale).items()
     }
+    if serving is not None:
+        profiles = {name: on_serving_model(profile, *serving) for name, profile in profiles.items()}
     try:
         profiles = {name: with_speculation(profile, args.speculative_k, args.draft_cost_ratio) for name, profile in profiles.items()}
     except ValueError as error:

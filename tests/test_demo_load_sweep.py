@@ -1,0 +1,54 @@
+"""The load-sweep demo: against batching emulators the sweep analysis finds the crossover load where
+the serving model puts it (within one load level), from the measured TPOTs alone."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def demo_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("demo_load_sweep", ROOT / "scripts" / "demo_load_sweep.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["demo_load_sweep"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_the_model_puts_the_open_ended_crossover_inside_the_levels_and_structured_beyond():
+    demo = demo_module()
+    cross, level = demo.predicted("open-ended", demo.LEVELS)
+    assert cross is not None and 8 < cross < 16 and level == 16
+    assert demo.predicted("structured", demo.LEVELS) == (None, None)
+    assert demo.level_distance(8, 16, demo.LEVELS) == 1 and demo.level_distance(None, 32, demo.LEVELS) == 1
+
+
+def test_the_analysis_finds_the_crossover_the_model_predicts():
+    """On the engine's virtual clock (the emulator's scheduling, exact timestamps): deterministic."""
+    demo = demo_module()
+    analysis, found = demo.sweep(time_scale=1.0, classes=list(demo.CASES), requests=16, resamples=300, simulated=True)
+    by_class = {r.prompt_class: r for r in found}
+    openended, structured = by_class["open-ended"], by_class["structured"]
+    assert openended.predicted_level == 16 and openended.found_level is not None, openended
+    assert demo.level_distance(openended.found_level, openended.predicted_level, demo.LEVELS) <= 1, openended
+    assert structured.predicted is None and structured.found_level is None, structured  # pays at every load, as predicted
+    cls = next(c for c in analysis.classes if c.prompt_class == "open-ended")
+    crossing = next(c for c in cls.crossovers if c.kind == "concurrency")
+    assert crossing.scale == "log"  # doubling levels: a crossing between two is interpolated on log load
+    # Speedup and per-node throughput fall with the load for the speculative variant relative to the baseline.
+    spec = sorted((p.load.value, p.speedup.point) for p in cls.load_points if p.speedup is not None)
+    assert spec[0][1] > 1.5 and spec[-1][1] < 0.9
+
+
+@pytest.mark.timing
+def test_real_batching_servers_show_the_same_turn():
+    """The same over loopback sockets with the native client (two levels: noise-tolerant margins)."""
+    demo = demo_module()
+    analysis, _ = demo.sweep(time_scale=0.3, classes=["open-ended"], levels=(1, 32), requests=6, resamples=200)
+    speedups = {p.load.value: p.speedup.point for p in analysis.classes[0].load_points if p.speedup is not None}
+    assert speedups[1] > 1.2 and speedups[32] < 1.0, speedups  # model: 1.66x and 0.83x
