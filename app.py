@@ -16,7 +16,7 @@ from pathlib import Path
 from aws_cdk import App
 
 from config import ConfigError, load_config
-from config.cost import neuron_node_hour_price
+from config.cost import node_price
 from config.sweep import SWEEP_START, sweep_plan
 from config.sweep import enabled as sweep_enabled
 from config.validate import config_warnings
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     for line in config_warnings(config):
         print(f"config warning: {line}", file=sys.stderr)
     if sweep_enabled(config):
-        plan = sweep_plan(config, neuron_node_hour_price(config.neuron_nodes.instance_type))
+        plan = sweep_plan(config, node_price(config)[0])
         print(f"{render_plan(plan)}\n{SWEEP_START}", file=sys.stderr)
     build_app(app, config)
     try:

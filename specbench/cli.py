@@ -233,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
         "--profile", default="", metavar="FILE", help="the free parameters (a --calibrate output; default: the write-up's)"
     )
     predict.add_argument(
-        "--price-per-hour", type=float, default=None, help="USD per node-hour (default: config/cost.py's for the node type)"
+        "--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP.replace("the run's settings recorded", "the setting")
     )
     predict.add_argument("--prompt-tokens", type=positive_int, default=None, help="default: benchmark.input_tokens")
     predict.add_argument("--output-tokens", type=positive_int, default=None, help="default: benchmark.output_tokens")
@@ -670,7 +670,7 @@ def command_plan(args: argparse.Namespace) -> int:
 
     try:
         from config import ConfigError, load_config
-        from config.cost import neuron_node_hour_price
+        from config.cost import node_price as configured_price
         from config.sweep import enabled, sweep_plan
     except ImportError:  # the Job's zip has no configuration
         print("specbench: plan needs the project's config package; run it from a checkout of the project", file=sys.stderr)
@@ -697,7 +697,7 @@ def command_plan(args: argparse.Namespace) -> int:
     if not enabled(config):
         print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
         return 0
-    print(render(sweep_plan(config, neuron_node_hour_price(config.neuron_nodes.instance_type))))
+    print(render(sweep_plan(config, configured_price(config)[0])))
     return 0
 
 
@@ -744,7 +744,7 @@ def command_predict(args: argparse.Namespace) -> int:
     config = checkout_config(args)
     if isinstance(config, int):
         return config
-    from config.cost import neuron_node_hour_price
+    from config.cost import node_price as configured_price
 
     def run_points(run: str):  # type: ignore[no-untyped-def]
         store = report_store(run, args.results, args.region)
@@ -784,7 +784,7 @@ def command_predict(args: argparse.Namespace) -> int:
             acceptance = out.acceptance_table(out.acceptance_from_points(measured_run_points), "the calibration runs")
         if not acceptance:
             acceptance = out.acceptance_table(out.ASSUMED_ACCEPTANCE, "assumed (default; set --acceptance CLASS=A)")
-        price = args.price_per_hour if args.price_per_hour is not None else neuron_node_hour_price(deployment.node_type)
+        price = configured_price(config)[0] if args.node_price_per_hour is None else (args.node_price_per_hour or None)
         report = predict_deployment(deployment, profile, acceptance, loads, workload, price, args.k_max)
     except (OSError, ValueError, BotoCoreError, ClientError) as error:
         print(f"specbench: {error}", file=sys.stderr)

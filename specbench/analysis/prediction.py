@@ -9,16 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from specbench.analysis import serving_model as sm
+from specbench.analysis.cost import cost_per_million_tokens
 
 K_MAX = 15
-
-
-def cost_per_million_tokens(price_per_hour: float | None, tokens_per_s_per_node: float) -> float | None:
-    """Dollars per million output tokens of a node running flat out at this throughput.
-    (One line here; issue 25's specbench/analysis/cost.py holds the project's cost math.)"""
-    if price_per_hour is None or tokens_per_s_per_node <= 0:
-        return None
-    return price_per_hour / (tokens_per_s_per_node * 3600.0) * 1e6
 
 
 @dataclass(frozen=True)
