@@ -50,6 +50,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: must be a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be a whole number >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -106,6 +116,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=11111)
     run.add_argument("--ignore-eos", action="store_true", help="always generate --output-tokens (vLLM extension)")
     run.add_argument("--request-timeout", type=float, default=1200.0, help="seconds per request")
+    run.add_argument(
+        "--max-consecutive-failures",
+        type=non_negative_int,
+        default=LoadSpec.max_consecutive_failures,
+        help="native engine: after this many failed requests in a row, send nothing more to that endpoint this run "
+        "(recorded as not_sent); 0 never stops (default: %(default)s)",
+    )
     run.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for every endpoint's /health and /v1/models")
     run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")
     run.add_argument("--run-id", default="", help="default: UTC time and a random suffix")
@@ -320,6 +337,7 @@ def command_run(args: argparse.Namespace) -> int:
         api=args.api,
         ignore_eos=args.ignore_eos,
         enable_thinking=args.thinking == "on",
+        max_consecutive_failures=args.max_consecutive_failures,
     )
     plan = RunPlan(
         endpoints=endpoints,
