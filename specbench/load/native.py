@@ -555,8 +555,9 @@ class NativeEngine:
                             return
                         await self.collect(session, url, payloads[index % len(payloads)], headers[index], timeout, raw, limit)
                         # Known at once: a transport failure, or a clean end. Faults that only parsing
-                        # shows (a malformed event, inconsistent usage) count when the case is parsed.
-                        if breaker.feed(raw.error is None and raw.done_seen, _why(raw)):
+                        # shows (a malformed event, inconsistent usage) and streams that ended without
+                        # a [DONE] seen count when the case is parsed: parsing waits until no stream is open.
+                        if (raw.error is not None or raw.done_seen) and breaker.feed(raw.error is None, _why(raw)):
                             self._opened.append(endpoint.name)
 
                 await asyncio.gather(*(one(index) for index in range(load.requests)))
@@ -602,8 +603,10 @@ class NativeEngine:
                         "tokenize_failed",
                         f"no usage in the stream and /tokenize failed: {type(error).__name__}: {error}",
                     )
-            if raw.error is None and raw.done_seen and not record.ok and breaker.feed(False, f"{record.error_kind}: {record.error_msg}"):
-                self._opened.append(endpoint.name)  # a fault parsing showed, in a stream that looked whole
+            # Outcomes only parsing tells: a fault in a stream that looked whole, or a stream whose end was unseen.
+            unseen = raw.error is None and (not raw.done_seen or not record.ok) and record.error_kind not in ("not_sent", "interrupted")
+            if unseen and breaker.feed(record.ok, f"{record.error_kind}: {record.error_msg}"):
+                self._opened.append(endpoint.name)
             on_record(record)
             records.append(record)
         if endpoint.name in self._opened:
@@ -680,12 +683,13 @@ class NativeEngine:
                     raw.error = not_an_event_stream(response.status, content_type, body.decode("utf-8", "replace"))
                 else:
                     # The timing path: one await per network read, a timestamp, an append, a sum.
-                    previous, size = b"", 0
+                    previous, size = b"", 0  # previous: the stream's last bytes (a mark may span reads of any size)
                     async for data in response.content.iter_any():
                         raw.times.append(time.perf_counter() - started)
                         raw.reads.append(data)
                         size += len(data)
-                        if ends_stream(previous, data):
+                        window = previous + data
+                        if _DONE_MARKS[0] in window or _DONE_MARKS[1] in window:
                             raw.done_seen = True
                             await _until_body_end(response)
                             break
@@ -696,7 +700,7 @@ class NativeEngine:
                                 "oversized_stream",
                             )
                             break
-                        previous = data
+                        previous = window[-_TAIL:]
         except asyncio.TimeoutError:
             raw.error = StreamError(CLIENT_ERROR, f"timeout: no complete response within {timeout.total:g} s", "timeout")
         except aiohttp.ClientError as error:
