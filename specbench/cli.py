@@ -305,6 +305,7 @@ def dataset_suite(suite: Suite, args: argparse.Namespace) -> Suite:
 def command_run(args: argparse.Namespace) -> int:
     from specbench.load import make_engine
     from specbench.outputs.publish import describe_publish, publish_run, summary_table
+    from specbench.results.records import error_kinds
     from specbench.results.store import RunStore, open_store
     from specbench.runner import Runner, RunPlan, new_run_id
 
@@ -367,6 +368,9 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
+    failed_kinds = error_kinds(result.records)  # issue 22: failed requests per kind, as run.json counts them
+    if failed_kinds:
+        print("failed requests by kind: " + ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items()) + " (docs/benchmark.md#error-kinds)")
     code = 0
     dead = failed_services(result.records)
     if dead:
