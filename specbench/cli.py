@@ -370,7 +370,8 @@ def command_run(args: argparse.Namespace) -> int:
     print(summary_table(result.cases, baseline=endpoints[0].name))
     failed_kinds = error_kinds(result.records)  # issue 22: failed requests per kind, as run.json counts them
     if failed_kinds:
-        print("failed requests by kind: " + ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items()) + " (docs/benchmark.md#error-kinds)")
+        listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())
+        print(f"failed requests by kind: {listed} (docs/benchmark.md#error-kinds)")
     code = 0
     dead = failed_services(result.records)
     if dead:
