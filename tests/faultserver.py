@@ -76,6 +76,7 @@ GOOD = stream(good_events())
 @dataclass
 class FaultServer:
     plan: Callable[[int], Reply] = lambda ordinal: GOOD
+    tokenize: Callable[[str], Reply] | None = None  # /tokenize's reply to a text (default: 1 token per 4 characters)
     completions: int = 0  # completion requests received (ground truth for what the client sent)
     bodies: list[dict] = field(default_factory=list)
 
@@ -137,6 +138,8 @@ class FaultServer:
             return await self._send(writer, Reply(headers=(("Content-Type", "application/json"),), pieces=[models]))
         if path == "/tokenize":
             prompt = json.loads(body).get("prompt", "")
+            if self.tokenize is not None:
+                return await self._send(writer, self.tokenize(prompt))
             count = json.dumps({"count": max(1, len(prompt) // 4)}).encode()
             return await self._send(writer, Reply(headers=(("Content-Type", "application/json"),), pieces=[count]))
         if path.endswith("/completions") and method == "POST":

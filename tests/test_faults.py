@@ -215,7 +215,7 @@ def test_a_fault_spoils_its_request_only(tmp_path, capsys, reply, kind):
 def test_usage_only_on_the_last_chunk_gives_the_total_and_no_acceptance(tmp_path):
     """vLLM without continuous_usage_stats: the total is exact, tokens per chunk unknown: stream
     acceptance unavailable with that reason, never 0.0 (records, the stream figure, the summary)."""
-    from specbench.analysis import stream_acceptance
+    from specbench.analysis import aggregate, stream_acceptance
 
     final_only = stream(good_events(continuous=False))
     with FaultServer() as baseline, FaultServer(lambda ordinal: final_only) as faulty:
@@ -232,6 +232,11 @@ def test_usage_only_on_the_last_chunk_gives_the_total_and_no_acceptance(tmp_path
     assert figure["reason"].startswith("unavailable: ") and "usage only on the last chunk" in figure["reason"]
     check = stream_acceptance.self_check(spec, base, 7)  # the baseline's role played by the final-usage server
     assert not check.ok and "usage only on the last chunk" in check.reason
+    # ... and the run's summary (what the report and the dashboard show) says the same, with no number.
+    summary = aggregate.summarize_run(run, records, {}, baseline="qwen-vllm", resamples=100)
+    shown = summary.group("counting").variants["qwen-sd-vllm"].stream_acceptance
+    assert shown["mean_acceptance_length"] is None and shown["reason"].startswith("unavailable: ")
+    assert "usage only on the last chunk" in shown["reason"]
 
 
 @pytest.mark.parametrize(
@@ -284,3 +289,37 @@ def test_the_breaker_counts_consecutive_failures_only(tmp_path):
         extra = ["--requests", "5", "--test-case", "counting", "--max-consecutive-failures", "0", "--run-id", "g"]
         run_against(tmp_path, baseline, faulty, *extra)
         assert faulty.completions == 5
+
+
+def json_reply(data, status="200 OK"):
+    return Reply(status, (("Content-Type", "application/json"),), [json.dumps(data).encode()])
+
+
+@pytest.mark.parametrize(
+    ("tokenize", "kind"),
+    [
+        pytest.param(None, None, id="counted"),
+        pytest.param(lambda text: json_reply({"error": "no"}, "500 Internal Server Error"), "tokenize_failed", id="tokenize-500"),
+        pytest.param(lambda text: json_reply({"count": 0}), "tokenize_failed", id="tokenize-zero"),
+        pytest.param(lambda text: json_reply({"count": "3"}), "tokenize_failed", id="tokenize-string"),
+        pytest.param(lambda text: json_reply({"tokens": [1]}), "tokenize_failed", id="tokenize-no-count"),
+        pytest.param(lambda text: Reply(headers=HTML, pieces=[b"<html>"]), "tokenize_failed", id="tokenize-html"),
+        pytest.param(lambda text: Reply(head=b"", end="reset"), "tokenize_failed", id="tokenize-reset"),
+    ],
+)
+def test_a_stream_without_usage_is_counted_with_tokenize_or_fails_alone(tmp_path, tokenize, kind):
+    """No usage at all: each chunk counted afterwards with the server's /tokenize; a /tokenize that
+    fails or answers nonsense fails that request with its own kind, the run goes on."""
+    no_usage = stream(good_events(continuous=False)[:-1])  # no usage frame either
+    plan = lambda ordinal: no_usage if ordinal == BAD else GOOD  # noqa: E731
+    with FaultServer() as baseline, FaultServer(plan, tokenize=tokenize) as faulty:
+        assert run_against(tmp_path, baseline, faulty, "--requests", str(REQUESTS), "--test-case", "counting") == 0
+    records, run = stored(tmp_path)
+    assert len(records) == 2 * REQUESTS and run["counts"]["requests"] == len(records)
+    assert_counts_match(records, run)
+    [bad] = [r for r in records if r.variant == "qwen-sd-vllm" and r.request_index == BAD]
+    assert all(r.ok for r in records if r is not bad)
+    if kind is None:
+        assert bad.ok and bad.token_count_source == "tokenizer" and bad.chunk_tokens == [1] * 5 and bad.acceptance_length == 1.0
+    else:
+        assert (bad.ok, bad.error_kind, bad.output_tokens) == (False, kind, None), bad.error_msg

@@ -292,6 +292,12 @@ def stream_size_limit(max_tokens: int) -> int:
     return (1 << 20) + max_tokens * (16 << 10)
 
 
+def stream_read_limit(max_tokens: int) -> int:
+    """Network reads one stream may take (each is kept with its timestamp): 16 per token asked plus
+    1024, far above vLLM's one event per token, however the network splits them."""
+    return 1024 + 16 * max_tokens
+
+
 DEFAULT_MAX_CONSECUTIVE_FAILURES = 8  # one test case's worth of requests at the default --requests
 
 
@@ -530,7 +536,7 @@ class NativeEngine:
             for index in range(load.requests)
         ]
         timeout = aiohttp.ClientTimeout(total=load.request_timeout_s)
-        limit = stream_size_limit(load.max_tokens)
+        limit, read_limit = stream_size_limit(load.max_tokens), stream_read_limit(load.max_tokens)
         breaker = self.breaker(endpoint, load)
         started: list[RawStream] = []
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -553,7 +559,8 @@ class NativeEngine:
                         if breaker.opened:
                             not_sent(raw, endpoint, breaker)
                             return
-                        await self.collect(session, url, payloads[index % len(payloads)], headers[index], timeout, raw, limit)
+                        payload = payloads[index % len(payloads)]
+                        await self.collect(session, url, payload, headers[index], timeout, raw, limit, read_limit)
                         # Known at once: a transport failure, or a clean end. Faults that only parsing
                         # shows (a malformed event, inconsistent usage) and streams that ended without
                         # a [DONE] seen count when the case is parsed: parsing waits until no stream is open.
@@ -589,8 +596,8 @@ class NativeEngine:
             if state is not None:
                 try:
                     tokens = [await count_tokens_async(session, endpoint, load.model, text) for text in state.texts]
-                    if any(type(count) is not int or count < 0 for count in tokens):
-                        raise ValueError(f"/tokenize counted {tokens[:8]}")
+                    if any(type(count) is not int or count < 1 for count in tokens):  # a non-empty text is 1+ tokens
+                        raise ValueError(f"/tokenize counted {tokens[:8]} for non-empty chunks")
                     fill_metrics(record, state, tokens, COUNT_FROM_TOKENIZER)
                 except asyncio.CancelledError:
                     fail(record, INTERRUPTED, "interrupted", "interrupted while counting its tokens with /tokenize")
@@ -660,6 +667,7 @@ class NativeEngine:
         timeout: aiohttp.ClientTimeout,
         raw: RawStream,
         limit: int = stream_size_limit(4096),
+        read_limit: int = stream_read_limit(4096),
     ) -> None:
         """Send one request and keep its reads with their arrival times; never raises but cancellation."""
         raw.record.started_at = time.time()
@@ -693,10 +701,11 @@ class NativeEngine:
                             raw.done_seen = True
                             await _until_body_end(response)
                             break
-                        if size > limit:
+                        if size > limit or len(raw.reads) > read_limit:
                             raw.error = StreamError(
                                 CLIENT_ERROR,
-                                f"oversized stream: {size} bytes without [DONE], over the bound of {limit}",
+                                f"oversized stream: {size} bytes in {len(raw.reads)} reads without [DONE], "
+                                f"over the bound of {limit} bytes or {read_limit} reads",
                                 "oversized_stream",
                             )
                             break
