@@ -76,6 +76,7 @@ GOOD = stream(good_events())
 @dataclass
 class FaultServer:
     plan: Callable[[int], Reply] = lambda ordinal: GOOD
+    models: tuple[str, ...] = (MODEL,)  # what /v1/models lists, first the name vLLM streams
     tokenize: Callable[[str], Reply] | None = None  # /tokenize's reply to a text (default: 1 token per 4 characters)
     completions: int = 0  # completion requests received (ground truth for what the client sent)
     bodies: list[dict] = field(default_factory=list)
@@ -134,7 +135,7 @@ class FaultServer:
         if method == "GET" and path == "/health":
             return await self._send(writer, Reply(headers=(("Content-Type", "text/plain"),), pieces=[b"ok"]))
         if method == "GET" and path == "/v1/models":
-            models = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
+            models = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}).encode()
             return await self._send(writer, Reply(headers=(("Content-Type", "application/json"),), pieces=[models]))
         if path == "/tokenize":
             prompt = json.loads(body).get("prompt", "")

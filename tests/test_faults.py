@@ -13,7 +13,7 @@ import pytest
 from specbench import cli
 from specbench.results.records import ERROR_KINDS, read_jsonl
 from specbench.results.store import LocalStore, RunStore
-from tests.faultserver import CONTENT, GOOD, FaultServer, Reply, event, good_events, sse, stream, usage
+from tests.faultserver import CONTENT, GOOD, MODEL, FaultServer, Reply, event, good_events, sse, stream, usage
 
 BAD = 1  # the faulty endpoint's request that gets the fault; 0 and 2 are good
 REQUESTS = 3
@@ -323,3 +323,16 @@ def test_a_stream_without_usage_is_counted_with_tokenize_or_fails_alone(tmp_path
         assert bad.ok and bad.token_count_source == "tokenizer" and bad.chunk_tokens == [1] * 5 and bad.acceptance_length == 1.0
     else:
         assert (bad.ok, bad.error_kind, bad.output_tokens) == (False, kind, None), bad.error_msg
+
+
+def test_a_model_served_under_several_names_streams_its_first_and_that_is_no_mismatch(tmp_path):
+    """vLLM names its first --served-model-name in the stream whichever alias was requested
+    (serving_models.py model_name); another model, even one the endpoint also lists, is a mismatch."""
+    first = stream(good_events(model="qwen3-32b"))
+    plan = lambda ordinal: stream(good_events(model="Qwen/Qwen3-1.7B")) if ordinal == BAD else first  # noqa: E731
+    with FaultServer() as baseline, FaultServer(plan, models=("qwen3-32b", MODEL, "Qwen/Qwen3-1.7B")) as faulty:
+        assert run_against(tmp_path, baseline, faulty, "--requests", str(REQUESTS), "--test-case", "counting") == 0
+    records, run = stored(tmp_path)
+    assert_counts_match(records, run)
+    assert [(r.variant, r.request_index) for r in records if not r.ok] == [("qwen-sd-vllm", BAD)]
+    assert run["error_kinds"] == {"model_mismatch": 1}

@@ -242,6 +242,8 @@ def test_usage_that_would_give_a_wrong_figure_is_its_own_error():
         assert error.value.kind == kind, (events, error.value)
     state = finished(chat("a", 1), chat("b", 40), max_tokens=40, model="Qwen/Qwen3-32B")
     assert state.tokens == [1, 39] and state.per_chunk
+    state = finished({**chat("a", 1), "model": "qwen3"}, model="Qwen/Qwen3-32B", aliases=("qwen3",))  # vLLM's first served name
+    assert state.tokens == [1]
 
 
 def test_usage_on_the_last_chunk_only_keeps_the_total_and_no_per_chunk_figure():

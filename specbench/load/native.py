@@ -114,7 +114,12 @@ class StreamState:
     ``delta.content`` or ``text`` a string, ``usage`` a UsageInfo of integer counts); anything else
     raises StreamError, and so does a stream whose usage would give a wrong figure."""
 
-    model: str = ""  # the model requested: an event naming another is model_mismatch ("" = not checked)
+    # The model requested, and any other name the stream may carry for it: an event naming another
+    # is model_mismatch ("" = not checked). vLLM streams its first --served-model-name whichever
+    # alias was requested (vllm/entrypoints/openai/serving_models.py, OpenAIServingModels.model_name:
+    # ``return self.base_model_paths[0].name``), the first id of its /v1/models.
+    model: str = ""
+    aliases: tuple[str, ...] = ()
     max_tokens: int | None = None  # the request's max_tokens: more completion tokens is over_max_tokens
     times: list[float] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
@@ -137,7 +142,7 @@ class StreamState:
             code = code if type(code) is int else CLIENT_ERROR
             raise StreamError(code, f"error event in stream: {str(message)[:300]}", "stream_error_event")
         model = _field(event, "model", str, "model")
-        if self.model and model is not None and model != self.model:
+        if self.model and model is not None and model != self.model and model not in self.aliases:
             raise StreamError(CLIENT_ERROR, f"the stream names model {model[:80]!r}, not the requested {self.model!r}", "model_mismatch")
         usage = _field(event, "usage", dict, "usage")
         choices = _field(event, "choices", list, "choices") or []
@@ -282,6 +287,7 @@ class RawStream:
     error: StreamError | None = None
     finished: bool = False  # the response was closed (normally or by an error); else still in flight
     model: str = ""  # what was requested: parsing checks the stream against it ("" = unchecked)
+    aliases: tuple[str, ...] = ()  # other names the endpoint's stream may give that model (StreamState.aliases)
     max_tokens: int | None = None
     done_seen: bool = False  # a [DONE] line's start was seen while streaming (confirmed by parsing)
 
@@ -345,7 +351,7 @@ def digest(raw: RawStream) -> tuple[RequestRecord, StreamState | None]:
     try:
         if raw.error is not None:
             raise raw.error
-        state = parse_reads(raw.reads, raw.times, raw.model, raw.max_tokens)
+        state = parse_reads(raw.reads, raw.times, raw.model, raw.max_tokens, raw.aliases)
         if state.usage_seen:
             record.input_tokens = state.prompt_tokens or record.input_tokens
             fill_metrics(record, state, state.tokens, COUNT_FROM_USAGE if state.per_chunk else COUNT_FROM_FINAL_USAGE)
@@ -376,14 +382,16 @@ _FIGURES = tuple(
 _LINE_END = re.compile(rb"\r\n|\r|\n")  # SSE ends a line with any of the three
 
 
-def parse_reads(reads: list[bytes], times: list[float], model: str = "", max_tokens: int | None = None) -> StreamState:
+def parse_reads(
+    reads: list[bytes], times: list[float], model: str = "", max_tokens: int | None = None, aliases: tuple[str, ...] = ()
+) -> StreamState:
     """The stream's events, each stamped with the arrival of the read that completed its line.
 
     Linear in the stream's size however its lines fall across reads (the reads are joined once);
     a bad event raises StreamError naming the event and an excerpt of it."""
     if len(reads) != len(times):
         raise ValueError("reads and times differ in length")
-    state = StreamState(model=model, max_tokens=max_tokens)
+    state = StreamState(model=model, max_tokens=max_tokens, aliases=aliases)
     body = b"".join(reads)
     ends = list(itertools.accumulate(len(data) for data in reads))  # offset just past each read
     lines = [(m.start(), m.end()) for m in _LINE_END.finditer(body)]
@@ -495,6 +503,21 @@ class NativeEngine:
         # One circuit breaker per endpoint, for the whole run (the engine outlives the test cases).
         self.breakers: dict[str, CircuitBreaker] = {}
         self._opened: list[str] = []  # endpoints whose breaker opened in this case: said once, after parsing
+        self._names: dict[str, tuple[str, ...]] = {}  # endpoint -> other names its stream may give the model
+
+    async def stream_names(self, endpoint: Endpoint, load: LoadSpec) -> tuple[str, ...]:
+        """The name the endpoint's stream gives the requested model when it is served under several
+        (vLLM: the first id of /v1/models, see StreamState.aliases); asked once per endpoint and
+        run, before any timing; () when /v1/models does not list the requested model."""
+        if endpoint.name not in self._names:
+            names: list[str] = []
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError, TypeError, AttributeError):
+                async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+                    async with session.get(endpoint.api_base + "/models") as response:
+                        data = (await response.json()).get("data") or []
+                names = [item.get("id") for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
+            self._names[endpoint.name] = (names[0],) if load.model in names and names[0] != load.model else ()
+        return self._names[endpoint.name]
 
     def breaker(self, endpoint: Endpoint, load: LoadSpec) -> CircuitBreaker:
         breaker = self.breakers.setdefault(endpoint.name, CircuitBreaker(load.max_consecutive_failures))
@@ -504,6 +527,7 @@ class NativeEngine:
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
     ) -> list[RequestRecord]:
+        aliases = await self.stream_names(endpoint, load)
         # Every body encoded before the clock starts anywhere (once for a text case: they are all the same).
         distinct = len(prepared.case.items) or 1
         bodies = [request_body(prepared, load, index) for index in range(min(distinct, load.requests))]
@@ -523,6 +547,7 @@ class NativeEngine:
                     input_tokens=prepared.prompt_tokens or None,
                 ),
                 model=load.model,
+                aliases=aliases,
                 max_tokens=load.max_tokens,
             )
             for index in range(load.requests)
