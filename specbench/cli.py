@@ -368,10 +368,11 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
-    failed_kinds = error_kinds(result.records)  # issue 22: failed requests per kind, as run.json counts them
-    if failed_kinds:
-        listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())
-        print(f"failed requests by kind: {listed} (docs/benchmark.md#error-kinds)")
+    # issue 22: what was stored, and the failed requests per kind as run.json counts them.
+    failed_kinds = error_kinds(result.records)
+    listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())
+    failed = f" ({sum(failed_kinds.values())} failed: {listed}; docs/benchmark.md#error-kinds)" if failed_kinds else ""
+    print(f"stored {len(result.records)} request records in {store.location}{failed}")
     code = 0
     dead = failed_services(result.records)
     if dead:

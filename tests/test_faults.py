@@ -274,6 +274,9 @@ def test_an_endpoint_that_fails_every_request_is_stopped_and_the_other_goes_on(t
     assert run["error_kinds"]["not_sent"] == 2 * requests - expected
     lines = [line for line in out.splitlines() if "circuit breaker open" in line]
     assert len(lines) == 1 and "qwen-sd-vllm" in lines[0] and "2 consecutive failed requests" in lines[0]
+    assert not any("not sent" in line for line in out.splitlines())  # one line, not one per request kept back
+    [closing] = [line for line in out.splitlines() if line.startswith("stored ")]
+    assert closing.startswith(f"stored {len(records)} request records in ") and f"{sum(not r.ok for r in records)} failed: " in closing
 
 
 def test_the_breaker_counts_consecutive_failures_only(tmp_path):
