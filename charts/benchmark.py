@@ -98,6 +98,8 @@ def run_args(spec: BenchmarkSpec) -> list[str]:
         "--settings",
         f"{CODE_MOUNT}/{SETTINGS}",
     ]
+    if spec.max_consecutive_failures is not None:
+        args += ["--max-consecutive-failures", str(spec.max_consecutive_failures)]
     return args
 
 

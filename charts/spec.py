@@ -319,6 +319,7 @@ class BenchmarkSpec:
     bundle: bytes  # the specbench zip application
     suite_json: str = ""  # empty: the built-in reference suite
     enable_thinking: bool = False  # Qwen3 thinking mode of chat requests (benchmark.thinking_mode)
+    max_consecutive_failures: int | None = None  # the native circuit breaker (None: specbench run's default)
 
     def __post_init__(self) -> None:
         problems = []
@@ -406,6 +407,8 @@ def benchmark_spec(config: PlatformConfig, plan: ServingPlan) -> BenchmarkSpec:
         bundle=bundle.zipapp_bytes(),
         suite_json=json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if b.suite_file else "",
         enable_thinking=b.thinking_mode,
+        # Passed only when set to something else than the default: the default Job (and its hash) stay as they were.
+        max_consecutive_failures=None if b.max_consecutive_failures == type(b)().max_consecutive_failures else b.max_consecutive_failures,
     )
 
 

@@ -214,6 +214,11 @@ class BenchmarkSettings:
     temperature: float = setting(0.0, "Sampling temperature of every request (0 = greedy, 0.0 to 2.0).")
     seed: int = setting(11111, "Random seed the benchmark passes on (llmperf's fixed seed), so reruns send the same prompts.")
     request_timeout_seconds: int = setting(1200, "Timeout of one request, seconds (the reference run's `--timeout`).")
+    max_consecutive_failures: int = setting(
+        8,
+        "Native engine's circuit breaker: after this many failed requests of one service in a row, nothing more is sent to it "
+        "this run (each recorded as `not_sent`; docs/benchmark.md#circuit-breaker); 0 never stops (0 to 100000).",
+    )
     metrics_namespace: str = setting("Qwen/LLMPerf", "CloudWatch namespace of the benchmark metrics.")
     cpu: int = setting(1, "vCPUs requested (and limited to) by the benchmark pod, on a system node.")
     memory_gib: int = setting(4, "Memory requested (and limited to) by the benchmark pod, GiB (llmperf's Ray needs room).")

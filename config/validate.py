@@ -616,6 +616,14 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
         yield Problem("benchmark.temperature", b.temperature, "is out of range", "0.0 to 2.0")
     yield from _range("benchmark.seed", b.seed, 0, 2**32 - 1)
     yield from _range("benchmark.request_timeout_seconds", b.request_timeout_seconds, 10, 7200)
+    yield from _range("benchmark.max_consecutive_failures", b.max_consecutive_failures, 0, 100000)
+    if b.engine != "native" and b.max_consecutive_failures != type(b)().max_consecutive_failures:
+        yield Problem(
+            "benchmark.max_consecutive_failures",
+            b.max_consecutive_failures,
+            "has no effect: only the native engine has a circuit breaker",
+            "the default with benchmark.engine=llmperf",
+        )
     yield from _range("benchmark.cpu", b.cpu, 1, 16)
     yield from _range("benchmark.memory_gib", b.memory_gib, 1, 64)
     yield from _range("benchmark.ttl_after_finished_hours", b.ttl_after_finished_hours, 1, 720)

@@ -51,6 +51,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: must be a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be a whole number >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -137,6 +147,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=11111)
     run.add_argument("--ignore-eos", action="store_true", help="always generate --output-tokens (vLLM extension)")
     run.add_argument("--request-timeout", type=float, default=1200.0, help="seconds per request")
+    run.add_argument(
+        "--max-consecutive-failures",
+        type=non_negative_int,
+        default=LoadSpec.max_consecutive_failures,
+        help="native engine: after this many failed requests in a row, send nothing more to that endpoint this run "
+        "(recorded as not_sent); 0 never stops (default: %(default)s)",
+    )
     run.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for every endpoint's /health and /v1/models")
     run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")
     run.add_argument("--run-id", default="", help="default: UTC time and a random suffix")
@@ -363,6 +380,7 @@ def dataset_suite(suite: Suite, args: argparse.Namespace) -> Suite:
 def command_run(args: argparse.Namespace) -> int:
     from specbench.load import make_engine
     from specbench.outputs.publish import cost_table, describe_publish, publish_run, summary_table
+    from specbench.results.records import error_kinds
     from specbench.results.store import RunStore, open_store
     from specbench.runner import Runner, RunPlan, new_run_id
 
@@ -395,6 +413,7 @@ def command_run(args: argparse.Namespace) -> int:
         api=args.api,
         ignore_eos=args.ignore_eos,
         enable_thinking=args.thinking == "on",
+        max_consecutive_failures=args.max_consecutive_failures,
     )
     plan = RunPlan(
         endpoints=endpoints,
@@ -425,6 +444,11 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
     print(cost_table(result.records, settings, endpoints[0].name, load.level))
+    # issue 22: what was stored, and the failed requests per kind as run.json counts them.
+    failed_kinds = error_kinds(result.records)
+    listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())
+    failed = f" ({sum(failed_kinds.values())} failed: {listed}; docs/benchmark.md#error-kinds)" if failed_kinds else ""
+    print(f"stored {len(result.records)} request records in {store.location}{failed}")
     code = 0
     dead = failed_services(result.records)
     if dead:

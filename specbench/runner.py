@@ -28,7 +28,7 @@ from specbench.load.endpoints import TokenizeError, estimate_tokens, fetch_metri
 from specbench.load.types import Endpoint, Engine, LoadSpec, PreparedCase
 from specbench.prompts.suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
 from specbench.results import llmperf_format
-from specbench.results.records import FIGURE_DEFINITIONS, INTERRUPTED, RequestRecord
+from specbench.results.records import FIGURE_DEFINITIONS, INTERRUPTED, RequestRecord, error_kinds
 from specbench.results.store import RunStore
 
 Log = Callable[[str], None]
@@ -193,7 +193,8 @@ class Runner:
             # Counted from what is stored, cut-short test cases included, so the counts match the files.
             stored = [record for records in self.stored.values() for record in records]
             totals = {**counts(stored), "engine_failures": len(self.engine_failures)}
-            self._save_run(status=result.status, error=result.error, finished=_now(), counts=totals)
+            # issue 22 (faults branch): failed requests per kind (records.ERROR_KINDS), beside counts.
+            self._save_run(status=result.status, error=result.error, finished=_now(), counts=totals, error_kinds=error_kinds(stored))
         return result
 
     async def _run_case(self, case: TestCase, load: LoadSpec, prepared_case: tuple[PreparedCase, str]) -> CaseOutcome:
@@ -208,7 +209,7 @@ class Runner:
             record.load_level = level
             done.append(record)
             bar.update(1)
-            if not record.ok:
+            if not record.ok and record.error_kind != "not_sent":  # not_sent: the engine says it once
                 bar.write(f"{record.variant} {case.name} #{record.request_index}: error {record.error_code}: {record.error_msg[:120]}")
 
         started, wall_start = time.perf_counter(), int(time.time())
@@ -227,7 +228,12 @@ class Runner:
             self.store.write(f"records/{key}.jsonl", "".join(record.to_json() + "\n" for record in done))
             self.stored[key] = list(done)
             cases = dict(self.run_json.get("cases", {}))
-            cases[key] = {"prompt_tokens": prepared.prompt_tokens, "prompt_sizing": sizing, **counts(done)}
+            cases[key] = {
+                "prompt_tokens": prepared.prompt_tokens,
+                "prompt_sizing": sizing,
+                **counts(done),
+                "error_kinds": error_kinds(done),
+            }
             self._save_run(cases=cases)
         failed = {e.name: outcome for e, outcome in zip(endpoints, outcomes, strict=True) if isinstance(outcome, BaseException)}
         for name, error in failed.items():
@@ -237,7 +243,7 @@ class Runner:
             raise EngineFailed(
                 f"test case {key}: the {self.plan.engine} engine failed for "
                 + "; ".join(f"{name} ({type(error).__name__}: {error})" for name, error in failed.items())
-                + f"; the records of every endpoint are stored ({len(done)})"
+                + f"; {stored_line(done, endpoints, load.requests)}"
             ) from next(iter(failed.values()))
         elapsed = time.perf_counter() - started
         after = await read_acceptance_snapshots(self.plan.endpoints, load.model)
@@ -265,6 +271,14 @@ class Runner:
             files = llmperf_format.result_files([r for r in records if r.variant == endpoint.name], run)
             for name, text in files.items():
                 self.store.write(f"llmperf/{endpoint.name}/{key}/{name}", text)
+
+
+def stored_line(done: list[RequestRecord], endpoints: tuple[Endpoint, ...], requests: int) -> str:
+    """What was stored of a test case, per endpoint, against what was planned: never more than is true."""
+    per = {e.name: sum(1 for r in done if r.variant == e.name) for e in endpoints}
+    short = [f"{name} {n} of {requests}" for name, n in per.items() if n != requests]
+    what = f"{len(done)} of {len(endpoints) * requests} records stored"
+    return what + (f" (missing: {', '.join(short)})" if short else "")
 
 
 def counts(records: list[RequestRecord]) -> dict[str, int]:

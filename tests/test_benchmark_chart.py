@@ -151,6 +151,7 @@ def test_defaults_give_the_reference_run_flags(spec):
         ("benchmark.temperature", "0.7", "--temperature", "0.7"),
         ("benchmark.seed", "7", "--seed", "7"),
         ("benchmark.request_timeout_seconds", "600", "--request-timeout", "600"),
+        ("benchmark.max_consecutive_failures", "3", "--max-consecutive-failures", "3"),  # absent by default: the CLI's default
         ("benchmark.metrics_namespace", "Team/SpecDecode", "--namespace", "Team/SpecDecode"),
         ("serving.startup_timeout_minutes", "45", "--ready-timeout", str((45 + 15) * 60)),
         ("serving.target_model", "Qwen/Qwen3-14B", "--model", "Qwen/Qwen3-14B"),

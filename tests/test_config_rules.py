@@ -137,6 +137,12 @@ BAD: list[tuple[dict[str, object], str, str]] = [
     ({"benchmark.image": "public.ecr.aws/docker/library/python:latest"}, "benchmark.image", "has a tag that moves"),
     ({"benchmark.image": "public.ecr.aws/docker/library/python:slim"}, "benchmark.image", "has a tag that moves"),
     ({"benchmark.image": "python"}, "benchmark.image", "pinned by tag or digest"),
+    ({"benchmark.max_consecutive_failures": -1}, "benchmark.max_consecutive_failures", "allowed: 0 to 100000"),
+    (
+        {"benchmark.engine": "llmperf", "benchmark.max_consecutive_failures": 3},
+        "benchmark.max_consecutive_failures",
+        "has no effect: only the native engine has a circuit breaker",
+    ),
     # add-ons
     ({"addons.neuron_scheduler_image": f"{SCHEDULER}:v1.31.0"}, "addons.neuron_scheduler_image", "is kube-scheduler 1.31, outside"),
     ({"addons.neuron_scheduler_image": f"{SCHEDULER}:v1.33.5"}, "addons.neuron_scheduler_image", "allowed: a kube-scheduler tag v1.34.x"),

@@ -3,11 +3,15 @@
 import asyncio
 import gc
 import json
+import re
 
 import aiohttp
 import pytest
 
 from specbench.load.native import (
+    DONE,
+    EXCERPT_BYTES,
+    CircuitBreaker,
     NativeEngine,
     RawStream,
     StreamError,
@@ -15,13 +19,21 @@ from specbench.load.native import (
     decode_event,
     digest,
     ends_stream,
+    excerpt,
     not_an_event_stream,
     parse_reads,
     request_body,
 )
 from specbench.load.types import LoadSpec, PreparedCase
 from specbench.prompts.suite import DEFAULT_SUITE
-from specbench.results.records import CLIENT_ERROR, INTERRUPTED, RequestRecord, stream_metrics, time_per_output_token
+from specbench.results.records import (
+    CLIENT_ERROR,
+    COUNT_FROM_FINAL_USAGE,
+    INTERRUPTED,
+    RequestRecord,
+    stream_metrics,
+    time_per_output_token,
+)
 
 
 def line(event):
@@ -174,3 +186,85 @@ def test_garbage_collection_is_off_while_streams_are_open_and_restored_after():
         assert seen == [False, False] and not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_excerpts_are_escaped_and_bounded():
+    assert excerpt(b'data: {"a": "\xff"}\n') == repr(b'data: {"a": "\xff"}\n')
+    long = excerpt(b"\x00" * 10_000)
+    assert long.endswith("... (10000 bytes)") and len(long) <= 4 * EXCERPT_BYTES + 30 and "\x00" not in long
+
+
+def test_every_shape_vllm_never_sends_is_a_malformed_event_naming_the_field():
+    for bad, field in [
+        ({"usage": "lots"}, "usage is a str"),
+        ({"choices": {"0": {}}}, "choices is a dict"),
+        ({"choices": [3]}, "choices[0] is a int"),
+        ({"choices": [{"delta": "x"}]}, "choices[0].delta is a str"),
+        ({"choices": [{"delta": {"content": 1}}]}, "choices[0].delta.content is a int"),
+        ({"choices": [{"text": []}]}, "choices[0].text is a list"),
+        ({"usage": {"completion_tokens": True}}, "usage.completion_tokens is True"),
+        ({"usage": {"completion_tokens": 1, "prompt_tokens": -1}}, "usage.prompt_tokens is -1"),
+        ({"model": ["m"]}, "model is a list"),
+    ]:
+        with pytest.raises(StreamError, match=re.escape(field)) as error:
+            StreamState().add(bad, 0.1)
+        assert error.value.kind == "malformed_event"
+    with pytest.raises(StreamError, match="not UTF-8") as error:
+        decode_event(b'data: {"a": "\xc3"}')
+    assert error.value.kind == "malformed_event"
+    for payload in (b"NaN", b'{"a": Infinity}', b"[" * 100_000, b"1" * 5000):
+        with pytest.raises(StreamError, match="malformed server-sent event"):
+            decode_event(b"data: " + payload)
+    assert decode_event(b'data: {"__done__": true}') is not DONE  # no event can forge the end of a stream
+
+
+def test_usage_that_would_give_a_wrong_figure_is_its_own_error():
+    def finished(*events, **limits):
+        state = StreamState(**limits)
+        for event in events:
+            state.add(event, 0.1)
+        state.finish()
+        return state
+
+    cases = [
+        ((chat("a", 2), chat("b", 1)), {}, "tokens_backwards"),
+        ((chat("a", 1), {"choices": [], "usage": {"completion_tokens": None}}), {}, "tokens_missing"),
+        ((chat("a", 1), chat("b")), {}, "tokens_missing"),  # content after the last usage: the total is unknown
+        ((chat("a", 1), chat("b", 50)), {"max_tokens": 40}, "over_max_tokens"),
+        ((chat("a", 1), chat("b", 1)), {}, "fewer_tokens_than_chunks"),
+        ((chat("a", 0), chat("b", 0)), {}, "fewer_tokens_than_chunks"),
+        (({**chat("a", 1), "model": "other"},), {"model": "Qwen/Qwen3-32B"}, "model_mismatch"),
+        (({"choices": [], "usage": {"completion_tokens": 0}},), {}, "empty_completion"),
+    ]
+    for events, limits, kind in cases:
+        with pytest.raises(StreamError) as error:
+            finished(*events, **limits)
+        assert error.value.kind == kind, (events, error.value)
+    state = finished(chat("a", 1), chat("b", 40), max_tokens=40, model="Qwen/Qwen3-32B")
+    assert state.tokens == [1, 39] and state.per_chunk
+    state = finished({**chat("a", 1), "model": "qwen3"}, model="Qwen/Qwen3-32B", aliases=("qwen3",))  # vLLM's first served name
+    assert state.tokens == [1]
+
+
+def test_usage_on_the_last_chunk_only_keeps_the_total_and_no_per_chunk_figure():
+    body = sse(chat(" a"), chat(" b"), chat(" c"), chat(" d"), {"choices": [], "usage": {"completion_tokens": 6}}, b"[DONE]")
+    record, pending = digest(raw_stream(reads=[body], times=[0.4], finished=True))
+    assert pending is None and record.ok and record.token_count_source == COUNT_FROM_FINAL_USAGE
+    assert (record.output_tokens, record.chunks, record.tokens_per_chunk) == (6, 4, 1.5)
+    assert (record.chunk_tokens, record.acceptance_length, record.acceptance_chunks) == ([], None, 0)
+
+
+def test_a_failure_keeps_no_figure_and_parsing_never_raises():
+    record, _ = digest(raw_stream(reads=[sse(chat(" a", 1), chat(" b", 0), b"[DONE]")], times=[0.2], finished=True))
+    assert (record.error_kind, record.ttft_s, record.output_tokens, record.chunk_times_s) == ("tokens_backwards", None, None, [])
+    record, _ = digest(raw_stream(reads=[b"x"], times=[0.1, 0.2], finished=True))  # an impossible RawStream: still a record
+    assert (record.ok, record.error_kind) == (False, "client_exception") and "ValueError" in record.error_msg
+
+
+def test_the_breaker_opens_at_n_consecutive_failures_and_stays_open():
+    breaker = CircuitBreaker(3)
+    assert [breaker.feed(ok, "503") for ok in (False, False, True, False, False)] == [False] * 5 and breaker.failures == 2
+    assert breaker.feed(False, "timeout") is True and breaker.opened and breaker.reason == "timeout"
+    assert breaker.feed(True) is False and breaker.opened  # open for the rest of the run
+    never = CircuitBreaker(0)
+    assert not any(never.feed(False) for _ in range(100)) and not never.opened

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specbench.analysis import stats
-from specbench.results.records import COUNT_FROM_USAGE, RequestRecord
+from specbench.results.records import COUNT_FROM_FINAL_USAGE, COUNT_FROM_USAGE, RequestRecord
 
 SOURCE_STREAM = "stream"
 SOURCE_METRICS = "metrics"
@@ -73,6 +73,25 @@ def per_request(record: RequestRecord, k: int | None) -> StreamAcceptance | None
     return StreamAcceptance(length, _rate(length, k), len(decode), max(decode))
 
 
+UNAVAILABLE = "unavailable"
+
+
+def why_unavailable(records: Sequence[RequestRecord], who: str) -> str:
+    """Why none of ``records`` (one service's) has a stream figure, starting with "unavailable":
+    the most telling reason first (a server sending usage only at the end, no usage at all, short)."""
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return f"{UNAVAILABLE}: {who} has no successful request"
+    if any(r.token_count_source == COUNT_FROM_FINAL_USAGE for r in ok):
+        return (
+            f"{UNAVAILABLE}: {who} sends usage only on the last chunk (vLLM without continuous_usage_stats): "
+            "the tokens of each chunk are unknown"
+        )
+    if not any(r.token_count_source == COUNT_FROM_USAGE for r in ok):
+        return f"{UNAVAILABLE}: {who} sends no usage in the stream: tokens were counted afterwards, not exact per chunk"
+    return f"{UNAVAILABLE}: {who} has no request with 3+ content chunks and usage-counted tokens"
+
+
 def _rate(length: float | None, k: int | None) -> float | None:
     return None if length is None or not k else (length - 1.0) / k
 
@@ -85,9 +104,9 @@ def self_check(records_baseline: Sequence[RequestRecord], records_spec: Sequence
     base = [(r, a) for r in records_baseline if (a := per_request(r, 0)) is not None]
     spec = [(r, a) for r in records_spec if (a := per_request(r, k)) is not None]
     if not base:
-        return Reliability(False, "the baseline has no request with 3+ content chunks and usage-counted tokens to check the stream against")
+        return Reliability(False, why_unavailable(records_baseline, "the baseline") + ": nothing to check the stream against")
     if not spec:
-        return Reliability(False, "the speculative service has no request with 3+ content chunks and usage-counted tokens")
+        return Reliability(False, why_unavailable(records_spec, "the speculative service"))
     for record, figures in base:
         if figures.max_chunk_tokens != 1:
             return Reliability(
@@ -155,11 +174,15 @@ def figure(
     figures (mean_acceptance_length, acceptance_rate) plus its CIs, the self-check and ``source``."""
     check = self_check(records_baseline, records_spec, k)
     length, rate = pooled(records_spec, k, seed=seed, **options)
+    requests = sum(1 for r in records_spec if per_request(r, k) is not None)
+    # No figure at all: the reason is the speculative service's own (e.g. usage only on the last
+    # chunk), whatever the baseline's check says; mean and rate stay None, never 0.0.
+    reason = check.reason if requests else why_unavailable(records_spec, "the speculative service")
     return {
         "source": SOURCE_STREAM,
         "reliable": check.ok,
-        "reason": check.reason,
-        "requests": sum(1 for r in records_spec if per_request(r, k) is not None),
+        "reason": reason,
+        "requests": requests,
         "mean_acceptance_length": length.point,
         "acceptance_rate": rate.point,
         "mean_acceptance_length_ci": length.to_dict(),

@@ -75,11 +75,15 @@ def tokenize_request(endpoint: Endpoint, model: str, text: str) -> tuple[str, by
     return endpoint.url.rstrip("/") + "/tokenize", json.dumps({"model": model, "prompt": text, "add_special_tokens": False}).encode()
 
 
-async def count_tokens_async(session: aiohttp.ClientSession, endpoint: Endpoint, model: str, text: str) -> int:
+async def count_tokens_async(session: aiohttp.ClientSession, endpoint: Endpoint, model: str, text: str, timeout_s: float = 30.0) -> int:
     url, body = tokenize_request(endpoint, model, text)
-    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
+    timeout = aiohttp.ClientTimeout(total=timeout_s)  # bounded: a /tokenize that hangs costs this, not aiohttp's 5 minutes
+    async with session.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout) as response:
         response.raise_for_status()
-        return int((await response.json())["count"])
+        count = (await response.json())["count"]
+        if type(count) is not int:  # vLLM's TokenizeResponse.count is an int; anything else is no count
+            raise ValueError(f"/tokenize answered count {count!r:.40}")
+        return count
 
 
 def token_counter(endpoint: Endpoint, model: str, timeout_s: float = 30.0) -> Callable[[str], int]:

@@ -17,12 +17,16 @@ Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import gc
 import hashlib
+import itertools
 import json
 import random
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,13 +34,40 @@ import aiohttp
 
 from specbench.load.endpoints import count_tokens_async
 from specbench.load.types import Endpoint, LoadSpec, OnRecord, PreparedCase
-from specbench.results.records import CLIENT_ERROR, COUNT_FROM_TOKENIZER, COUNT_FROM_USAGE, INTERRUPTED, RequestRecord, stream_metrics
+from specbench.results.records import (
+    CLIENT_ERROR,
+    COUNT_FROM_FINAL_USAGE,
+    COUNT_FROM_TOKENIZER,
+    COUNT_FROM_USAGE,
+    INTERRUPTED,
+    NOT_SENT,
+    RequestRecord,
+    stream_metrics,
+)
 
 
 class StreamError(Exception):
-    def __init__(self, code: int, message: str) -> None:
+    """One request's failure: ``code`` is llmperf's integer (an HTTP status, else negative), ``kind``
+    its class (records.ERROR_KINDS)."""
+
+    def __init__(self, code: int, message: str, kind: str = "client_exception") -> None:
         super().__init__(message)
         self.code = code
+        self.kind = kind
+
+
+EXCERPT_BYTES = 120  # of a bad event, kept in the error message (escaped)
+
+
+def excerpt(data: bytes, limit: int = EXCERPT_BYTES) -> str:
+    """At most ``limit`` bytes of what was received, escaped as a bytes literal (control characters
+    and non-ASCII as ``\\x..``), with its full size when cut: at most 4 * limit + 30 characters."""
+    text = repr(bytes(data[:limit]))
+    return text if len(data) <= limit else f"{text}... ({len(data)} bytes)"
+
+
+def _malformed(message: str) -> StreamError:
+    return StreamError(CLIENT_ERROR, f"malformed server-sent event: {message}", "malformed_event")
 
 
 def request_body(prepared: PreparedCase, load: LoadSpec, index: int = 0) -> tuple[str, dict[str, Any]]:
@@ -55,10 +86,41 @@ def request_body(prepared: PreparedCase, load: LoadSpec, index: int = 0) -> tupl
     return "/completions", body
 
 
+def _count(value: Any, where: str) -> int | None:
+    """A token count as vLLM sends it (a non-negative integer), None when absent or null."""
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:  # bool is an int subclass: excluded by the exact type
+        raise _malformed(f"{where} is {value!r:.40}, expected a non-negative integer")
+    return value
+
+
+def _field(container: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """``container[key]`` when present and of ``kind``; None when absent or null (vLLM's serializer
+    leaves unset fields out, other OpenAI-compatible ones write null); anything else is malformed."""
+    value = container.get(key)
+    if value is not None and not isinstance(value, kind):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _malformed(f"{where} is a {type(value).__name__}, expected {'an' if expected[0] in 'aeiou' else 'a'} {expected}")
+    return value
+
+
 @dataclass
 class StreamState:
-    """What one stream has delivered so far; fed one decoded event at a time (pure, testable)."""
+    """What one stream has delivered so far; fed one decoded event at a time (pure, testable).
 
+    Every event is checked against the shapes vLLM sends (vllm/entrypoints/openai/protocol.py:
+    ChatCompletionStreamResponse / CompletionStreamResponse, ``choices`` a list of objects with
+    ``delta.content`` or ``text`` a string, ``usage`` a UsageInfo of integer counts); anything else
+    raises StreamError, and so does a stream whose usage would give a wrong figure."""
+
+    # The model requested, and any other name the stream may carry for it: an event naming another
+    # is model_mismatch ("" = not checked). vLLM streams its first --served-model-name whichever
+    # alias was requested (vllm/entrypoints/openai/serving_models.py, OpenAIServingModels.model_name:
+    # ``return self.base_model_paths[0].name``), the first id of its /v1/models.
+    model: str = ""
+    aliases: tuple[str, ...] = ()
+    max_tokens: int | None = None  # the request's max_tokens: more completion tokens is over_max_tokens
     times: list[float] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
@@ -66,6 +128,9 @@ class StreamState:
     prompt_tokens: int | None = None
     completion_tokens: int = 0
     pending_tokens: int = 0  # counted by usage on a chunk without content: belongs to the next content
+    content_without_usage: int = 0  # content chunks whose event carried no usage
+    content_after_usage: bool = False  # a content chunk came after the last usage seen
+    per_chunk: bool = True  # every content chunk's tokens are known (false: only the total is)
     done: bool = False
     end_to_end: float = 0.0  # arrival of the read that completed the [DONE] line
 
@@ -74,29 +139,90 @@ class StreamState:
             error = event["error"]
             code = error.get("code") if isinstance(error, dict) else None
             message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
-            raise StreamError(code if isinstance(code, int) else CLIENT_ERROR, f"error event in stream: {message}")
-        usage = event.get("usage")
-        if usage:
-            self.usage_seen = True
-            self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
-            cumulative = usage.get("completion_tokens") or 0
-            self.pending_tokens += cumulative - self.completion_tokens
-            self.completion_tokens = cumulative
-        choices = event.get("choices") or []
-        if not choices:
-            return
-        choice = choices[0]
-        text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+            code = code if type(code) is int else CLIENT_ERROR
+            raise StreamError(code, f"error event in stream: {str(message)[:300]}", "stream_error_event")
+        model = _field(event, "model", str, "model")
+        if self.model and model is not None and model != self.model and model not in self.aliases:
+            raise StreamError(CLIENT_ERROR, f"the stream names model {model[:80]!r}, not the requested {self.model!r}", "model_mismatch")
+        usage = _field(event, "usage", dict, "usage")
+        choices = _field(event, "choices", list, "choices") or []
+        if len(choices) > 1:
+            raise _malformed(f"{len(choices)} choices in one event (n=1 was asked)")
+        text = None
+        if choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise _malformed(f"choices[0] is a {type(choice).__name__}, expected an object")
+            if "delta" in choice:
+                delta = _field(choice, "delta", dict, "choices[0].delta") or {}
+                text = _field(delta, "content", str, "choices[0].delta.content")
+            else:
+                text = _field(choice, "text", str, "choices[0].text")
+        if usage is not None:
+            self._add_usage(usage)
         if text:
+            if usage is None:
+                self.content_without_usage += 1
+                if self.usage_seen:
+                    self.content_after_usage = True
             self.times.append(at)
             self.texts.append(text)
             self.tokens.append(self.pending_tokens)
             self.pending_tokens = 0
 
+    def _add_usage(self, usage: dict[str, Any]) -> None:
+        self.usage_seen, self.content_after_usage = True, False
+        prompt = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+        self.prompt_tokens = self.prompt_tokens if prompt is None else prompt
+        cumulative = _count(usage.get("completion_tokens"), "usage.completion_tokens")
+        if cumulative is None:
+            raise StreamError(
+                CLIENT_ERROR, "usage without completion_tokens (missing or null): the token count is unknown", "tokens_missing"
+            )
+        if cumulative < self.completion_tokens:
+            raise StreamError(
+                CLIENT_ERROR,
+                f"usage.completion_tokens went backwards, {self.completion_tokens} -> {cumulative}: no token count can be trusted",
+                "tokens_backwards",
+            )
+        self.pending_tokens += cumulative - self.completion_tokens
+        self.completion_tokens = cumulative
+
     def finish(self) -> None:
-        if self.pending_tokens and self.tokens:
+        """After [DONE]: the last usage's tokens join the last chunk, and the counts are checked."""
+        if not self.times:
+            raise StreamError(CLIENT_ERROR, "empty completion: no content chunk arrived", "empty_completion")
+        if not self.usage_seen:
+            return  # tokens are counted with /tokenize afterwards
+        if self.content_after_usage:
+            raise StreamError(
+                CLIENT_ERROR, "content arrived after the last usage: the completion's token count is unknown", "tokens_missing"
+            )
+        if self.pending_tokens:
             self.tokens[-1] += self.pending_tokens  # e.g. a final usage chunk counting the stop token
             self.pending_tokens = 0
+        # Usage on some events but not on every content chunk (vLLM without continuous_usage_stats:
+        # only the last chunk): the total is exact, the tokens of each chunk are not known.
+        self.per_chunk = self.content_without_usage == 0
+        chunks, total = len(self.times), self.completion_tokens
+        if total < chunks or (self.per_chunk and 0 in self.tokens):
+            raise StreamError(
+                CLIENT_ERROR,
+                f"usage counts {total} completion tokens for {chunks} content chunks"
+                + (f" (chunk {self.tokens.index(0) + 1} carried none)" if self.per_chunk and total >= chunks else ""),
+                "fewer_tokens_than_chunks",
+            )
+        if self.max_tokens is not None and total > self.max_tokens:
+            raise StreamError(
+                CLIENT_ERROR, f"usage counts {total} completion tokens, more than max_tokens {self.max_tokens}", "over_max_tokens"
+            )
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python's json accepts them, vLLM never sends them
+
+
+DONE: dict[str, Any] = {"__done__": True}  # the [DONE] line, told apart by identity (no event can forge it)
 
 
 def decode_event(line: bytes) -> dict[str, Any] | None:
@@ -106,13 +232,15 @@ def decode_event(line: bytes) -> dict[str, Any] | None:
         return None
     payload = line[5:].strip()
     if payload == b"[DONE]":
-        return {"__done__": True}
+        return DONE
     try:
-        event = json.loads(payload)
-    except json.JSONDecodeError:
-        raise StreamError(CLIENT_ERROR, f"malformed server-sent event: {payload[:120]!r}") from None
+        event = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as error:
+        raise _malformed(f"not UTF-8 (byte {error.start}): {excerpt(payload)}") from None
+    except (ValueError, RecursionError):
+        raise _malformed(excerpt(payload)) from None
     if not isinstance(event, dict):
-        raise StreamError(CLIENT_ERROR, f"malformed server-sent event: {payload[:120]!r}")
+        raise _malformed(f"a JSON {type(event).__name__}, not an object: {excerpt(payload)}")
     return event
 
 
@@ -158,54 +286,142 @@ class RawStream:
     times: list[float] = field(default_factory=list)
     error: StreamError | None = None
     finished: bool = False  # the response was closed (normally or by an error); else still in flight
+    model: str = ""  # what was requested: parsing checks the stream against it ("" = unchecked)
+    aliases: tuple[str, ...] = ()  # other names the endpoint's stream may give that model (StreamState.aliases)
+    max_tokens: int | None = None
+    done_seen: bool = False  # a [DONE] line's start was seen while streaming (confirmed by parsing)
+
+
+def stream_size_limit(max_tokens: int) -> int:
+    """Bytes one stream may bring before it is cut as oversized: 1 MiB plus 16 KiB per token asked,
+    far above vLLM's ~300-byte chunks (one per token at worst), far below what exhausts memory."""
+    return (1 << 20) + max_tokens * (16 << 10)
+
+
+def stream_read_limit(max_tokens: int) -> int:
+    """Network reads one stream may take (each is kept with its timestamp): 16 per token asked plus
+    1024, far above vLLM's one event per token, however the network splits them."""
+    return 1024 + 16 * max_tokens
+
+
+DEFAULT_MAX_CONSECUTIVE_FAILURES = 8  # one test case's worth of requests at the default --requests
+
+
+@dataclass
+class CircuitBreaker:
+    """Consecutive failed requests of one endpoint; open at ``threshold`` of them (0: never), and then
+    open for the rest of the run: nothing more is sent to that endpoint.
+
+    The trigger is kubernetes-sigs/inference-perf's ``consecutive`` one
+    (inference_perf/circuit_breaker/triggers/consecutive.py: a hit adds one, anything else resets to
+    0, fired at ``threshold``); an open breaker there ends the load stage
+    (inference_perf/loadgen/load_generator.py, "Loadgen detects circuit breakers ... open") and is
+    never reset during the run. Here it is one breaker per endpoint, the other endpoints go on, and
+    every request not sent is still recorded (``not_sent``), so the counts add up."""
+
+    threshold: int
+    failures: int = 0
+    opened: bool = False
+    reason: str = ""  # the failure that opened it
+
+    def feed(self, ok: bool, why: str = "") -> bool:
+        """One request's outcome; True when this one opened the breaker."""
+        if self.opened:
+            return False
+        self.failures = 0 if ok else self.failures + 1
+        if self.threshold and self.failures >= self.threshold:
+            self.opened, self.reason = True, why
+            return True
+        return False
 
 
 def digest(raw: RawStream) -> tuple[RequestRecord, StreamState | None]:
     """Parse a finished stream into its record; the state is returned when tokens must still be
-    counted with /tokenize (no usage in the stream). Pure: no I/O, no clock."""
+    counted with /tokenize (no usage in the stream). Pure: no I/O, no clock. Never raises: whatever
+    a server sent spoils this request's record only, never the endpoint's other records."""
     record = raw.record
     if not raw.finished:
-        record.error_code = INTERRUPTED
-        record.error_msg = f"interrupted: the run was stopped while this request was in flight ({len(raw.reads)} reads received)"
+        fail(
+            record,
+            INTERRUPTED,
+            "interrupted",
+            f"interrupted: the run was stopped while this request was in flight ({len(raw.reads)} reads received)",
+        )
         return record, None
     try:
         if raw.error is not None:
             raise raw.error
-        state = parse_reads(raw.reads, raw.times)
+        state = parse_reads(raw.reads, raw.times, raw.model, raw.max_tokens, raw.aliases)
+        if state.usage_seen:
+            record.input_tokens = state.prompt_tokens or record.input_tokens
+            fill_metrics(record, state, state.tokens, COUNT_FROM_USAGE if state.per_chunk else COUNT_FROM_FINAL_USAGE)
+            return record, None
     except StreamError as error:
-        record.error_code, record.error_msg = error.code, str(error)
+        fail(record, error.code, error.kind, str(error))
         return record, None
-    if state.usage_seen:
-        record.input_tokens = state.prompt_tokens or record.input_tokens
-        fill_metrics(record, state, state.tokens, COUNT_FROM_USAGE)
+    except Exception as error:  # noqa: BLE001 - a case no check above foresaw: still this request's alone
+        fail(record, CLIENT_ERROR, "client_exception", f"could not read this response: {type(error).__name__}: {error}")
         return record, None
     return record, state
 
 
-def parse_reads(reads: list[bytes], times: list[float]) -> StreamState:
-    """The stream's events, each stamped with the arrival of the read that completed its line."""
-    state = StreamState()
-    pending = b""
-    end_to_end = None
-    for data, at in zip(reads, times, strict=True):
-        *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
+def fail(record: RequestRecord, code: int, kind: str, message: str) -> None:
+    """Make ``record`` a failure of ``kind``: no figure of a failed request is kept (none may be used)."""
+    clean = RequestRecord(**{f: getattr(record, f) for f in _IDENTITY})
+    for name in _FIGURES:
+        setattr(record, name, getattr(clean, name))
+    record.error_code, record.error_kind, record.error_msg = code, kind, message[:500]
+
+
+_IDENTITY = ("run_id", "variant", "test_case", "prompt_class", "engine", "request_index", "started_at")
+_FIGURES = tuple(
+    name
+    for name in RequestRecord.__dataclass_fields__
+    if name not in (*_IDENTITY, "prompt_id", "input_tokens", "sent_monotonic_s", "load_level", "error_code", "error_msg", "error_kind")
+)
+_LINE_END = re.compile(rb"\r\n|\r|\n")  # SSE ends a line with any of the three
+
+
+def parse_reads(
+    reads: list[bytes], times: list[float], model: str = "", max_tokens: int | None = None, aliases: tuple[str, ...] = ()
+) -> StreamState:
+    """The stream's events, each stamped with the arrival of the read that completed its line.
+
+    Linear in the stream's size however its lines fall across reads (the reads are joined once);
+    a bad event raises StreamError naming the event and an excerpt of it."""
+    if len(reads) != len(times):
+        raise ValueError("reads and times differ in length")
+    state = StreamState(model=model, max_tokens=max_tokens, aliases=aliases)
+    body = b"".join(reads)
+    ends = list(itertools.accumulate(len(data) for data in reads))  # offset just past each read
+    lines = [(m.start(), m.end()) for m in _LINE_END.finditer(body)]
+    if (lines[-1][1] if lines else 0) < len(body):
+        lines.append((len(body), len(body)))  # the unterminated tail: only a [DONE] counts there
+    end_to_end, start = None, 0
+    for number, (line_end, next_start) in enumerate(lines, 1):
+        line, start = body[start:line_end], next_start
+        tail = line_end == len(body)
+        if tail and line.strip() not in (b"data: [DONE]", b"data:[DONE]"):
+            break  # cut mid-line (a reset, a truncated body): the stream has not ended properly
+        at = times[-1] if tail else times[bisect.bisect_right(ends, line_end)]  # the read holding the line's end
+        try:
             event = decode_event(line)
-            if event is None:
-                continue
-            if event.get("__done__"):
-                end_to_end = at
-                break
-            state.add(event, at)
-        if end_to_end is not None:
+        except StreamError as error:
+            raise StreamError(error.code, f"line {number}: {error}", error.kind) from None
+        if event is None:
+            continue
+        if event is DONE:
+            end_to_end = at
             break
+        try:
+            state.add(event, at)
+        except StreamError as error:
+            raise StreamError(error.code, f"line {number}: {error}: {excerpt(line.strip())}", error.kind) from None
     if end_to_end is None:
-        raise StreamError(CLIENT_ERROR, "stream ended before [DONE]: connection dropped")
+        raise StreamError(CLIENT_ERROR, "stream ended before [DONE]: connection dropped", "truncated")
     state.done = True
     state.end_to_end = end_to_end
     state.finish()
-    if not state.times:
-        raise StreamError(CLIENT_ERROR, "empty completion: no content chunk arrived")
     return state
 
 
@@ -214,7 +430,11 @@ def fill_metrics(record: RequestRecord, state: StreamState, tokens: list[int], s
     for key, value in stream_metrics(state.times, tokens, state.end_to_end, record.input_tokens).items():
         setattr(record, key, value)
     record.chunk_times_s = [round(t, 6) for t in state.times]
-    record.chunk_tokens = tokens
+    record.chunk_tokens = list(tokens)
+    if source == COUNT_FROM_FINAL_USAGE:
+        # The total is exact, each chunk's share is not: no per-chunk figure (stream acceptance is
+        # unavailable for this request, never 0.0 from the zeros of chunks without usage).
+        record.chunk_tokens, record.acceptance_length, record.acceptance_chunks = [], None, 0
     record.output_sha256 = hashlib.sha256("".join(state.texts).encode("utf-8")).hexdigest()
 
 
@@ -222,7 +442,8 @@ def not_an_event_stream(status: int, content_type: str, body: str) -> StreamErro
     """A response that is not a stream of events: its status and content type are what tell why."""
     snippet = " ".join(body.split())[:300]
     code = status if status != 200 else CLIENT_ERROR
-    return StreamError(code, f"HTTP {status}, Content-Type {content_type or 'none'} (expected 200 {EVENT_STREAM}): {snippet}")
+    kind = "http_status" if status != 200 else "not_event_stream"
+    return StreamError(code, f"HTTP {status}, Content-Type {content_type or 'none'} (expected 200 {EVENT_STREAM}): {snippet}", kind)
 
 
 async def _until_body_end(response: aiohttp.ClientResponse, limit_s: float = 0.5) -> None:
@@ -253,18 +474,60 @@ def arrival_offsets(rate: float, count: int, seed: int) -> list[float]:
     return offsets
 
 
+def not_sent(raw: RawStream, endpoint: Endpoint, breaker: CircuitBreaker) -> None:
+    """A request the open breaker kept back: recorded, so the endpoint's counts still add up."""
+    raw.record.started_at = time.time()
+    raw.error = StreamError(
+        NOT_SENT,
+        f"not sent: {endpoint.name}'s circuit breaker opened after {breaker.threshold} consecutive failures ({breaker.reason[:200]})",
+        "not_sent",
+    )
+    raw.finished = True
+
+
+def _why(raw: RawStream) -> str:
+    if raw.error is not None:
+        return f"{raw.error.kind}: {raw.error}"
+    return "" if raw.done_seen else "truncated: the stream ended before [DONE]"
+
+
 class NativeEngine:
     name = "native"
 
-    def __init__(self) -> None:
+    def __init__(self, log: Callable[[str], None] = print) -> None:
         # Streams open in this engine (all endpoints of the case), and who waits for none to be open.
         self._open = 0
         self._quiet: list[asyncio.Future[None]] = []
         self._gc_was_enabled = True
+        self.log = log
+        # One circuit breaker per endpoint, for the whole run (the engine outlives the test cases).
+        self.breakers: dict[str, CircuitBreaker] = {}
+        self._opened: list[str] = []  # endpoints whose breaker opened in this case: said once, after parsing
+        self._names: dict[str, tuple[str, ...]] = {}  # endpoint -> other names its stream may give the model
+
+    async def stream_names(self, endpoint: Endpoint, load: LoadSpec) -> tuple[str, ...]:
+        """The name the endpoint's stream gives the requested model when it is served under several
+        (vLLM: the first id of /v1/models, see StreamState.aliases); asked once per endpoint and
+        run, before any timing; () when /v1/models does not list the requested model."""
+        if endpoint.name not in self._names:
+            names: list[str] = []
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError, TypeError, AttributeError):
+                async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+                    async with session.get(endpoint.api_base + "/models") as response:
+                        data = (await response.json()).get("data") or []
+                names = [item.get("id") for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
+            self._names[endpoint.name] = (names[0],) if load.model in names and names[0] != load.model else ()
+        return self._names[endpoint.name]
+
+    def breaker(self, endpoint: Endpoint, load: LoadSpec) -> CircuitBreaker:
+        breaker = self.breakers.setdefault(endpoint.name, CircuitBreaker(load.max_consecutive_failures))
+        breaker.threshold = load.max_consecutive_failures
+        return breaker
 
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
     ) -> list[RequestRecord]:
+        aliases = await self.stream_names(endpoint, load)
         # Every body encoded before the clock starts anywhere (once for a text case: they are all the same).
         distinct = len(prepared.case.items) or 1
         bodies = [request_body(prepared, load, index) for index in range(min(distinct, load.requests))]
@@ -282,7 +545,10 @@ class NativeEngine:
                     started_at=0.0,
                     prompt_id=prepared.prompt_id(index),
                     input_tokens=prepared.prompt_tokens or None,
-                )
+                ),
+                model=load.model,
+                aliases=aliases,
+                max_tokens=load.max_tokens,
             )
             for index in range(load.requests)
         ]
@@ -295,11 +561,14 @@ class NativeEngine:
             for index in range(load.requests)
         ]
         timeout = aiohttp.ClientTimeout(total=load.request_timeout_s)
+        limit, read_limit = stream_size_limit(load.max_tokens), stream_read_limit(load.max_tokens)
+        breaker = self.breaker(endpoint, load)
         started: list[RawStream] = []
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         try:
             async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
-                await self.warm_up(session, endpoint, min(load.concurrency, load.requests))
+                if not breaker.opened:
+                    await self.warm_up(session, endpoint, min(load.concurrency, load.requests), min(10.0, load.request_timeout_s))
                 # Closed loop: at most ``concurrency`` in flight. Open loop: each request at its
                 # scheduled arrival, however many are still in flight (the server's queue shows).
                 gate = asyncio.Semaphore(load.concurrency if load.request_rate is None else load.requests)
@@ -307,11 +576,21 @@ class NativeEngine:
                 begin = time.perf_counter()
 
                 async def one(index: int) -> None:
-                    if offsets is not None:
+                    if offsets is not None and not breaker.opened:
                         await asyncio.sleep(max(0.0, begin + offsets[index] - time.perf_counter()))
                     async with gate:
-                        started.append(raws[index])
-                        await self.collect(session, url, payloads[index % len(payloads)], headers[index], timeout, raws[index])
+                        raw = raws[index]
+                        started.append(raw)
+                        if breaker.opened:
+                            not_sent(raw, endpoint, breaker)
+                            return
+                        payload = payloads[index % len(payloads)]
+                        await self.collect(session, url, payload, headers[index], timeout, raw, limit, read_limit)
+                        # Known at once: a transport failure, or a clean end. Faults that only parsing
+                        # shows (a malformed event, inconsistent usage) and streams that ended without
+                        # a [DONE] seen count when the case is parsed: parsing waits until no stream is open.
+                        if (raw.error is not None or raw.done_seen) and breaker.feed(raw.error is None, _why(raw)):
+                            self._opened.append(endpoint.name)
 
                 await asyncio.gather(*(one(index) for index in range(load.requests)))
                 await self._until_quiet()
@@ -322,14 +601,19 @@ class NativeEngine:
             for raw in started:
                 record, state = digest(raw)
                 if state is not None:
-                    record.error_code = INTERRUPTED
-                    record.error_msg = "interrupted: completed, but the run stopped before its tokens were counted with /tokenize"
+                    fail(
+                        record,
+                        INTERRUPTED,
+                        "interrupted",
+                        "interrupted: completed, but the run stopped before its tokens were counted with /tokenize",
+                    )
                 on_record(record)
             raise
 
     async def _deliver(
         self, started: list[RawStream], session: aiohttp.ClientSession, endpoint: Endpoint, load: LoadSpec, on_record: OnRecord
     ) -> list[RequestRecord]:
+        breaker = self.breaker(endpoint, load)
         records = []
         while started:
             raw = started.pop(0)  # popped first: a cancellation during /tokenize must not deliver it twice
@@ -337,16 +621,33 @@ class NativeEngine:
             if state is not None:
                 try:
                     tokens = [await count_tokens_async(session, endpoint, load.model, text) for text in state.texts]
+                    if any(type(count) is not int or count < 1 for count in tokens):  # a non-empty text is 1+ tokens
+                        raise ValueError(f"/tokenize counted {tokens[:8]} for non-empty chunks")
                     fill_metrics(record, state, tokens, COUNT_FROM_TOKENIZER)
                 except asyncio.CancelledError:
-                    record.error_code, record.error_msg = INTERRUPTED, "interrupted while counting its tokens with /tokenize"
+                    fail(record, INTERRUPTED, "interrupted", "interrupted while counting its tokens with /tokenize")
                     on_record(record)
                     raise
-                except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, ValueError) as error:
-                    record.error_code = CLIENT_ERROR
-                    record.error_msg = f"no usage in the stream and /tokenize failed: {type(error).__name__}: {error}"[:500]
+                except Exception as error:  # noqa: BLE001 - a /tokenize that fails spoils this request only
+                    fail(
+                        record,
+                        CLIENT_ERROR,
+                        "tokenize_failed",
+                        f"no usage in the stream and /tokenize failed: {type(error).__name__}: {error}",
+                    )
+            # Outcomes only parsing tells: a fault in a stream that looked whole, or a stream whose end was unseen.
+            unseen = raw.error is None and (not raw.done_seen or not record.ok) and record.error_kind not in ("not_sent", "interrupted")
+            if unseen and breaker.feed(record.ok, f"{record.error_kind}: {record.error_msg}"):
+                self._opened.append(endpoint.name)
             on_record(record)
             records.append(record)
+        if endpoint.name in self._opened:
+            self._opened.remove(endpoint.name)
+            self.log(
+                f"specbench: {endpoint.name}: circuit breaker open after {breaker.failures} consecutive failed requests "
+                f"(last: {breaker.reason[:160]}); nothing more is sent to it this run (its requests are recorded as not_sent), "
+                "the other endpoints go on"
+            )
         return sorted(records, key=lambda r: r.request_index)
 
     def _quiet_again(self) -> None:
@@ -371,12 +672,13 @@ class NativeEngine:
             await waiter
 
     @staticmethod
-    async def warm_up(session: aiohttp.ClientSession, endpoint: Endpoint, connections: int) -> None:
+    async def warm_up(session: aiohttp.ClientSession, endpoint: Endpoint, connections: int, limit_s: float = 10.0) -> None:
         """Open the pooled keep-alive connections before timing: TTFT is request to first token, not
-        TCP setup plus the client's first-use costs (measured at 20-30 ms on loopback otherwise)."""
+        TCP setup plus the client's first-use costs (measured at 20-30 ms on loopback otherwise).
+        Bounded: a server that stopped answering costs ``limit_s``, not aiohttp's 5-minute default."""
 
         async def touch() -> None:
-            async with session.get(endpoint.url.rstrip("/") + "/health") as response:
+            async with session.get(endpoint.url.rstrip("/") + "/health", timeout=aiohttp.ClientTimeout(total=limit_s)) as response:
                 await response.read()
 
         await asyncio.gather(*(touch() for _ in range(connections)), return_exceptions=True)
@@ -389,6 +691,8 @@ class NativeEngine:
         headers: dict[str, str],
         timeout: aiohttp.ClientTimeout,
         raw: RawStream,
+        limit: int = stream_size_limit(4096),
+        read_limit: int = stream_read_limit(4096),
     ) -> None:
         """Send one request and keep its reads with their arrival times; never raises but cancellation."""
         raw.record.started_at = time.time()
@@ -398,27 +702,45 @@ class NativeEngine:
             gc.disable()  # see _quiet_again
         self._open += 1
         try:
-            async with session.post(url, data=payload, headers=headers, timeout=timeout, trace_request_ctx=sent) as response:
+            # No redirect is followed: the endpoint measured is the one given (aiohttp would follow a
+            # 302 with a GET). A 3xx is then an http_status failure like any other status but 200.
+            async with session.post(
+                url, data=payload, headers=headers, timeout=timeout, trace_request_ctx=sent, allow_redirects=False
+            ) as response:
                 started = raw.record.sent_monotonic_s = sent.at  # the request's last byte went to the socket: the clock starts
                 content_type = response.headers.get("Content-Type", "")
-                if response.status != 200 or not content_type.startswith(EVENT_STREAM):
-                    raw.error = not_an_event_stream(
-                        response.status, content_type, (await response.content.read(2000)).decode("utf-8", "replace")
-                    )
+                if response.status != 200 or response.content_type.lower() != EVENT_STREAM:
+                    body = b""
+                    with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+                        body = await response.content.read(2000)
+                    raw.error = not_an_event_stream(response.status, content_type, body.decode("utf-8", "replace"))
                 else:
-                    # The timing path: one await per network read, a timestamp and an append.
-                    previous = b""
+                    # The timing path: one await per network read, a timestamp, an append, a sum.
+                    previous, size = b"", 0  # previous: the stream's last bytes (a mark may span reads of any size)
                     async for data in response.content.iter_any():
                         raw.times.append(time.perf_counter() - started)
                         raw.reads.append(data)
-                        if ends_stream(previous, data):
+                        size += len(data)
+                        window = previous + data
+                        if _DONE_MARKS[0] in window or _DONE_MARKS[1] in window:
+                            raw.done_seen = True
                             await _until_body_end(response)
                             break
-                        previous = data
+                        if size > limit or len(raw.reads) > read_limit:
+                            raw.error = StreamError(
+                                CLIENT_ERROR,
+                                f"oversized stream: {size} bytes in {len(raw.reads)} reads without [DONE], "
+                                f"over the bound of {limit} bytes or {read_limit} reads",
+                                "oversized_stream",
+                            )
+                            break
+                        previous = window[-_TAIL:]
         except asyncio.TimeoutError:
-            raw.error = StreamError(CLIENT_ERROR, f"timeout: no complete response within {timeout.total:g} s")
+            raw.error = StreamError(CLIENT_ERROR, f"timeout: no complete response within {timeout.total:g} s", "timeout")
         except aiohttp.ClientError as error:
-            raw.error = StreamError(CLIENT_ERROR, f"connection error: {type(error).__name__}: {error}"[:500])
+            raw.error = StreamError(CLIENT_ERROR, f"connection error: {type(error).__name__}: {error}"[:500], "connection")
+        except Exception as error:  # noqa: BLE001 - whatever a server makes the client raise, it is this request's alone
+            raw.error = StreamError(CLIENT_ERROR, f"client error: {type(error).__name__}: {error}"[:500], "client_exception")
         else:
             raw.finished = True
         finally:

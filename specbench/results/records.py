@@ -23,6 +23,9 @@ from typing import Any
 COUNT_FROM_USAGE = "usage"  # vLLM continuous usage statistics: the served model's own tokenizer
 COUNT_FROM_TOKENIZER = "tokenizer"  # the served model's tokenizer, asked after the request
 COUNT_FROM_LLAMA2 = "llama2-tokenizer"  # llmperf's own counting, whatever model is served
+# Usage only on the stream's last chunk (vLLM without continuous_usage_stats): the total is exact, the
+# tokens of each chunk are unknown (chunk_tokens empty), so stream acceptance is unavailable, never 0.
+COUNT_FROM_FINAL_USAGE = "final-usage"
 
 FIGURE_DEFINITIONS = {
     "ttft_s": "request written to first content chunk",
@@ -47,6 +50,32 @@ FIGURE_DEFINITIONS = {
 
 CLIENT_ERROR = -1  # llmperf's code for a failure with no HTTP status (timeout, dropped stream)
 INTERRUPTED = -2  # the run was stopped (SIGTERM, Ctrl-C, a crash) while the request was in flight
+NOT_SENT = -3  # never sent: the endpoint's circuit breaker was open (consecutive failures)
+
+# What went wrong, one stable name per class (``error_kind``): ``error_code`` stays llmperf's integer
+# (the HTTP status, else the negative codes above), the kind says which fault it was. Stored in every
+# failed record of the native engine and counted per kind in run.json (``error_kinds``).
+ERROR_KINDS = {
+    "http_status": "the server answered with an HTTP status other than 200",
+    "not_event_stream": "HTTP 200 but not a text/event-stream body",
+    "timeout": "no complete response within the request timeout",
+    "connection": "connection refused, reset or dropped, or an HTTP response aiohttp could not read",
+    "truncated": "the stream ended before its [DONE] line",
+    "oversized_stream": "the stream grew beyond the client's bound on its size (a runaway server)",
+    "stream_error_event": "the server reported an error inside the stream",
+    "malformed_event": "an event vLLM never sends: not UTF-8, not JSON, not an object, or a field of the wrong type",
+    "empty_completion": "[DONE] without any content chunk",
+    "tokens_backwards": "usage.completion_tokens went down during the stream",
+    "tokens_missing": "usage was on but a usage (the last one included) had no completion_tokens, or content came after the last usage",
+    "over_max_tokens": "more completion tokens than the request's max_tokens",
+    "fewer_tokens_than_chunks": "a content chunk carried no token (usage counts fewer tokens than content chunks)",
+    "model_mismatch": "an event named a model other than the one requested",
+    "tokenize_failed": "no usage in the stream and the server's /tokenize could not count the chunks",
+    "client_exception": "the client failed on this response in a way no other kind names (its type is in error_msg)",
+    "interrupted": "the run was stopped while the request was in flight",
+    "not_sent": "not sent: the endpoint's circuit breaker had opened after consecutive failures",
+    "client_error": "a failure without an HTTP status stored without a kind (older runs, the llmperf engine)",
+}
 
 
 @dataclass
@@ -61,6 +90,9 @@ class RequestRecord:
     prompt_id: str = ""  # the dataset item the request sent (suites with dataset sources); "" for text cases
     error_code: int | None = None
     error_msg: str = ""
+    # The class of the failure, one of ERROR_KINDS; empty on success (and then left out of the stored
+    # record, as records written before it were).
+    error_kind: str = ""
     ttft_s: float | None = None
     end_to_end_latency_s: float | None = None
     inter_token_latency_s: float | None = None
@@ -99,8 +131,9 @@ class RequestRecord:
 
     def to_json(self) -> str:
         data = asdict(self)
-        if not data["load_level"]:
-            del data["load_level"]
+        for optional in ("load_level", "error_kind"):
+            if not data[optional]:
+                del data[optional]
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -159,3 +192,27 @@ def time_per_output_token(ttft_s: float, end_to_end_latency_s: float, output_tok
 
 def read_jsonl(lines: Iterable[str]) -> list[RequestRecord]:
     return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]
+
+
+def failure_kind(record: RequestRecord) -> str:
+    """The record's ERROR_KINDS name; for records stored without one (older runs, the llmperf engine),
+    the kind its code implies. "" for a success."""
+    if record.ok:
+        return ""
+    if record.error_kind:
+        return record.error_kind
+    if record.error_code == INTERRUPTED:
+        return "interrupted"
+    if record.error_code == NOT_SENT:
+        return "not_sent"
+    return "http_status" if isinstance(record.error_code, int) and record.error_code > 0 else "client_error"
+
+
+def error_kinds(records: Iterable[RequestRecord]) -> dict[str, int]:
+    """Failed requests per kind, kinds sorted: what run.json and the run's summary count."""
+    counted: dict[str, int] = {}
+    for record in records:
+        kind = failure_kind(record)
+        if kind:
+            counted[kind] = counted.get(kind, 0) + 1
+    return dict(sorted(counted.items()))
