@@ -218,12 +218,24 @@ class Split:
         return getattr(self.stubbed if name in self.operations else self.real, name)
 
 
+# One boto3 session for every test: its loader keeps the service models, which a fresh session
+# reads again (most of a test's time otherwise). Endpoints still come from the environment when
+# each client is made; the credentials are the same "testing" pair in every test.
+_SHARED: list[boto3.Session] = []
+
+
+def shared_session() -> boto3.Session:
+    if not _SHARED:
+        _SHARED.append(boto3.Session())
+    return _SHARED[0]
+
+
 class Session:
     """boto3's default session, with EKS and Service Quotas (and, when given, EC2's capacity
     reservations and S3's HeadBucket) answered by Stubbers."""
 
     def __init__(self, *, eks=None, service_quotas=None, reservations=None, head_bucket=None):
-        self.real = boto3.Session()
+        self.real = shared_session()
         self.region_name = self.real.region_name
         self.stubs: list[Stubber] = []
         self.clients = {}
@@ -775,3 +787,12 @@ def test_the_command_reports_bad_settings_and_no_credentials_in_one_line(moto, f
     )
     none = subprocess.run([sys.executable, "-m", "specbench", "preflight"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert none.returncode == 1 and len(none.stderr.strip().splitlines()) == 1 and "NoCredentialsError" in none.stderr
+
+
+def test_preflight_is_not_in_the_jobs_zip():
+    """Only a checkout runs it (it reads config/): neither it nor boto3's preflight layer reaches the Job."""
+    from specbench import bundle
+
+    names = set(bundle.sources())
+    assert "specbench/cli.py" in names
+    assert not [name for name in names if name.startswith("specbench/preflight/")]
