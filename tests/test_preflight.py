@@ -634,6 +634,8 @@ def test_pinned_images_and_floating_tags():
 def test_region_warns_when_the_cli_points_elsewhere():
     assert checks.region_check("us-east-2", True, "us-west-2").status == WARNING
     assert checks.region_check("us-east-2", True, "us-east-2").status == PASSED
+    assert checks.region_check("us-east-2", False, "us-east-2").status == PASSED
+    assert checks.region_check("us-east-1", False, "").status == WARNING
 
 
 def test_the_bootstrap_requirement_of_the_synthesized_app(cli_assembly):

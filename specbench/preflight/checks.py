@@ -66,6 +66,13 @@ def account_check(caller_account: str, configured_account: str) -> Check:
 
 def region_check(region: str, configured: bool, cli_region: str) -> Check:
     """The deploy's region, and whether the CLI's default region (kubectl, aws eks ...) agrees."""
+    if not configured and not cli_region:
+        return Check(
+            "region",
+            WARNING,
+            f"{region}: neither env.region nor a CLI region is set, so the CDK CLI falls back to it",
+            "-c env.region=<your region> (or export AWS_REGION)",
+        )
     source = "env.region" if configured else "the CLI's default region"
     if cli_region and cli_region != region:
         return Check(
