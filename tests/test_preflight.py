@@ -272,7 +272,7 @@ def eks_plan(status="STANDARD_SUPPORT", offered=None, k8s="1.35"):
     offered = offered or {name: [pinned, "v0.0.1-eksbuild.1"] for name, pinned in PINNED.items()}
 
     def plan(stub):
-        stub.add_response("describe_cluster_versions", cluster_versions(k8s, status), {"clusterVersions": [k8s]})
+        stub.add_response("describe_cluster_versions", cluster_versions(k8s, status), {"clusterVersions": [k8s], "includeAll": True})
         for name in PINNED:
             stub.add_response(
                 "describe_addon_versions", addon_versions(name, offered[name], k8s), {"addonName": name, "kubernetesVersion": k8s}
@@ -525,7 +525,7 @@ def test_kubernetes_and_addon_versions(moto):
     assert results["add-on aws-mountpoint-s3-csi-driver v2.7.0-eksbuild.1"].status == PASSED
 
     def not_offered(stub):
-        stub.add_response("describe_cluster_versions", {"clusterVersions": []}, {"clusterVersions": ["1.35"]})
+        stub.add_response("describe_cluster_versions", {"clusterVersions": []}, {"clusterVersions": ["1.35"], "includeAll": True})
         for name in PINNED:
             stub.add_response("describe_addon_versions", {"addons": []}, {"addonName": name, "kubernetesVersion": "1.35"})
 
@@ -566,7 +566,7 @@ def test_the_data_bucket(moto):
         stub.add_client_error("head_bucket", service_error_code="403", service_message="Forbidden", http_status_code=403)
 
     check = run(default_target(bucket_name="someone-elses"), session(head_bucket=theirs))["data bucket"]
-    assert check.status == FAILED and "someone else's" in check.found
+    assert check.status == FAILED and "is not ours (403" in check.found
 
 
 def test_an_api_that_refuses_fails_only_its_own_checks(moto):
@@ -798,3 +798,46 @@ def test_preflight_is_not_in_the_jobs_zip():
     names = set(bundle.sources())
     assert "specbench/cli.py" in names
     assert not [name for name in names if name.startswith("specbench/preflight/")]
+
+
+def docs_policy_actions() -> set[str]:
+    text = (ROOT / "docs" / "preflight.md").read_text()
+    policy = json.loads(re.search(r"```json\n(.*?)\n```", text, re.S).group(1))
+    actions = set()
+    for statement in policy["Statement"]:
+        assert statement["Effect"] == "Allow"
+        listed = statement["Action"]
+        actions |= {listed} if isinstance(listed, str) else set(listed)
+    return actions
+
+
+def test_the_documented_policy_is_exactly_what_preflight_calls(moto):
+    """Every call of a run with every check switched on, as IAM actions (HeadBucket is authorised by
+    s3:ListBucket; GetCallerIdentity needs no permission), equals the docs' least-privilege policy."""
+    ready_account()
+    arn = client("secretsmanager").create_secret(Name=SECRET_NAME, SecretString="hf_x")["ARN"]
+    t = default_target(
+        capacity_mode="capacity-block", reservation_id="cr-0123456789abcdef0", hf_token_secret_arn=arn, bucket_name="specdecode-x"
+    )
+
+    def plan(stub):
+        stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [reservation()]},
+            {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+        )
+
+    retrier = Retrier(max_attempts=1, **NO_SLEEP)
+    session = Session(eks=eks_plan(), service_quotas=quota_plan(), reservations=plan)
+    results = account.run_checks(t, session, caller_account=MOTO_ACCOUNT, cli_region=REGION, now=NOW, retrier=retrier)
+    assert {c.status for c in results} == {PASSED}, [c.line() for c in results if c.status != PASSED]
+    prefixes = {"service-quotas": "servicequotas"}
+    special = {"s3:head_bucket": "s3:ListBucket"}
+
+    def action(call: str) -> str:
+        service, operation = call.split(":")
+        return special.get(call) or f"{prefixes.get(service, service)}:{''.join(part.title() for part in operation.split('_'))}"
+
+    used = {action(call) for call in retrier.calls}
+    assert len(used) == 11
+    assert used == docs_policy_actions()

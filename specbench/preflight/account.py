@@ -243,7 +243,10 @@ def _reservation_checks(reader: Reader, target: Target, ids: dict[str, str], now
 def _eks_checks(reader: Reader, target: Target, results: list[Check]) -> None:
     version = target.kubernetes_version
     try:
-        offered = reader.call("eks", "describe_cluster_versions", clusterVersions=[version]).get("clusterVersions", [])
+        # EKS API reference, DescribeClusterVersions: `clusterVersions` "List of specific cluster versions
+        # to describe", `includeAll` "Include all available versions" (so an unsupported one still
+        # comes back, with its versionStatus: UNSUPPORTED | STANDARD_SUPPORT | EXTENDED_SUPPORT).
+        offered = reader.call("eks", "describe_cluster_versions", clusterVersions=[version], includeAll=True).get("clusterVersions", [])
         results.append(checks.kubernetes_version_check(version, offered))
     except (ClientError, *OTHER_ERRORS) as error:
         results.append(checks.api_failure(f"Kubernetes {version}", "eks:DescribeClusterVersions", *describe(error)))

@@ -542,7 +542,14 @@ def bucket_check(bucket: str, status: int | None, *, source: str, region: str = 
             )
         return Check(name, PASSED, f"{bucket} is free")
     if status == 403:
-        return Check(name, FAILED, f"{bucket} exists and is someone else's (403)", "choose another bucket name")
+        # S3 API reference, HeadBucket: 200 needs s3:ListBucket on the bucket; without it, or for a
+        # bucket of another account, the answer is 403.
+        return Check(
+            name,
+            FAILED,
+            f"{bucket} exists and is not ours (403: another account's, or your policy lacks s3:ListBucket on it)",
+            "choose another bucket name (or grant s3:ListBucket if it is yours)",
+        )
     if status == 200:
         if region and expected_region and region != expected_region:
             return Check(name, WARNING, f"{bucket} is ours but in {region}, the deploy is in {expected_region}")
