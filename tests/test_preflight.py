@@ -443,6 +443,26 @@ def test_on_demand_vcpu_quotas(moto, trn, standard, trn_status, standard_status)
         assert "--quota-code L-1216C47A --desired-value 12" in check.fix  # 3 (max_size) x 4 vCPUs
 
 
+def test_running_instances_use_up_the_quota(moto):
+    """Three m7i.4xlarge (16 vCPUs each, moto's instance data) run for real in moto: 48 of the 52
+    Standard vCPUs are taken, 4 are left for the system nodes' 8. A spot instance does not count."""
+    ready_account()
+    ec2 = client("ec2")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.run_instances(ImageId=image, InstanceType="m7i.4xlarge", MinCount=3, MaxCount=3)
+    name = "quota Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances (L-1216C47A)"
+    check = run(default_target(), Session(eks=eks_plan(), service_quotas=quota_plan(standard=52.0)))[name]
+    assert check.status == WARNING and "48 in use" in check.found and "4 left" in check.found
+    assert run(default_target(), Session(eks=eks_plan(), service_quotas=quota_plan(standard=60.0)))[name].status == PASSED
+    instances = [
+        {"InstanceType": "m7i.4xlarge"},
+        {"InstanceType": "m7i.4xlarge", "InstanceLifecycle": "spot"},
+        {"InstanceType": "trn2.48xlarge"},
+    ]
+    used = checks.vcpus_in_use(instances, {"m7i.4xlarge": 16, "trn2.48xlarge": 192}, quotas()["Quotas"])
+    assert used == {"L-1216C47A": 16, "L-2C3B7624": 192}
+
+
 def test_a_capacity_block_in_each_state(moto):
     ready_account()
     t = default_target(capacity_mode="capacity-block", reservation_id="cr-0123456789abcdef0", run_hours=3.0)
@@ -839,5 +859,5 @@ def test_the_documented_policy_is_exactly_what_preflight_calls(moto):
         return special.get(call) or f"{prefixes.get(service, service)}:{''.join(part.title() for part in operation.split('_'))}"
 
     used = {action(call) for call in retrier.calls}
-    assert len(used) == 11
+    assert len(used) == 12
     assert used == docs_policy_actions()

@@ -29,6 +29,7 @@ from .target import DATA_STACK_BUCKET_OUTPUT, Target
 # botocore's own retries off: the Retrier's attempts are the only ones (aws_retry.py).
 CLIENT_CONFIG = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=30)
 MAX_MESSAGE = 160
+MAX_TYPES_PER_CALL = 100  # DescribeInstanceTypes' InstanceTypes: RequestInstanceTypeList, max 100 (botocore's EC2 model)
 MAX_PAGES = 50  # every listing read here is a few pages at most; the bound keeps a loop finite
 # "Stack with id X does not exist" (CloudFormation DescribeStacks' ValidationError for a missing stack).
 _NO_STACK = "does not exist"
@@ -192,8 +193,24 @@ def _capacity_checks(reader: Reader, target: Target, ids: dict[str, str], now: d
     # Reserved capacity does not count against the on-demand quotas (REFERENCE.md section 6); the
     # system nodes are on-demand in every mode.
     try:
-        types = reader.call("ec2", "describe_instance_types", InstanceTypes=sorted({n.instance_type for n in needs}))["InstanceTypes"]
-        vcpus = {t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in types}
+        running = [
+            instance
+            for page in reader.pages(
+                "ec2",
+                "describe_instances",
+                "NextToken",
+                "NextToken",
+                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+            )
+            for group in page.get("Reservations", [])
+            for instance in group.get("Instances", [])
+        ]
+        wanted = sorted({n.instance_type for n in needs} | {str(i.get("InstanceType", "")) for i in running} - {""})
+        vcpus = {}
+        for start in range(0, len(wanted), MAX_TYPES_PER_CALL):
+            chunk = wanted[start : start + MAX_TYPES_PER_CALL]
+            for described in reader.call("ec2", "describe_instance_types", InstanceTypes=chunk)["InstanceTypes"]:
+                vcpus[described["InstanceType"]] = int(described["VCpuInfo"]["DefaultVCpus"])
         quotas = [
             q
             for page in reader.pages("service-quotas", "list_service_quotas", "NextToken", "NextToken", ServiceCode="ec2")
@@ -201,7 +218,9 @@ def _capacity_checks(reader: Reader, target: Target, ids: dict[str, str], now: d
         ]
     except (ClientError, *OTHER_ERRORS) as error:
         results.append(
-            checks.api_failure("on-demand vCPU quotas", "ec2:DescribeInstanceTypes / servicequotas:ListServiceQuotas", *describe(error))
+            checks.api_failure(
+                "on-demand vCPU quotas", "ec2:DescribeInstances / DescribeInstanceTypes / servicequotas:ListServiceQuotas", *describe(error)
+            )
         )
         return
     missing = [n.instance_type for n in needs if n.instance_type not in vcpus]
@@ -211,7 +230,7 @@ def _capacity_checks(reader: Reader, target: Target, ids: dict[str, str], now: d
         )
         return
     sized = [checks.VcpuNeed(n.what, n.instance_type, vcpus[n.instance_type], n.desired, n.maximum) for n in needs]
-    results.extend(checks.quota_checks(sized, quotas))
+    results.extend(checks.quota_checks(sized, quotas, checks.vcpus_in_use(running, vcpus, quotas)))
 
 
 def _reservation_checks(reader: Reader, target: Target, ids: dict[str, str], now: datetime) -> list[Check]:

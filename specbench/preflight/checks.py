@@ -401,8 +401,24 @@ class VcpuNeed:
     maximum: int
 
 
-def quota_checks(needs: Sequence[VcpuNeed], quotas: Sequence[Mapping]) -> list[Check]:
-    """Each quota the on-demand node groups draw on against their summed vCPUs at desired (and max) size."""
+def vcpus_in_use(instances: Iterable[Mapping], vcpus: Mapping[str, int], quotas: Sequence[Mapping]) -> dict[str, int]:
+    """Quota code -> vCPUs of the pending and running on-demand instances it covers (DescribeInstances;
+    an instance with an ``InstanceLifecycle``, spot or capacity-block, is not on-demand)."""
+    used: dict[str, int] = {}
+    for instance in instances:
+        if instance.get("InstanceLifecycle"):
+            continue
+        quota = quota_for(str(instance.get("InstanceType", "")), quotas)
+        count = vcpus.get(str(instance.get("InstanceType", "")), 0)
+        if quota is not None and count:
+            code = str(quota.get("QuotaCode"))
+            used[code] = used.get(code, 0) + count
+    return used
+
+
+def quota_checks(needs: Sequence[VcpuNeed], quotas: Sequence[Mapping], in_use: Mapping[str, int] | None = None) -> list[Check]:
+    """Each quota the on-demand node groups draw on against their summed vCPUs at desired (and max)
+    size, and against what running instances leave of it (``in_use``: vcpus_in_use)."""
     by_quota: dict[str, tuple[Mapping | None, list[VcpuNeed]]] = {}
     for need in needs:
         quota = quota_for(need.instance_type, quotas)
@@ -430,14 +446,23 @@ def quota_checks(needs: Sequence[VcpuNeed], quotas: Sequence[Mapping]) -> list[C
             "request an increase: aws service-quotas request-service-quota-increase --service-code ec2 "
             f"--quota-code {quota.get('QuotaCode')} --desired-value {at_max}"
         )
+        used = (in_use or {}).get(str(quota.get("QuotaCode")), 0)
         if value < at_desired:
             checks.append(Check(name, FAILED, f"{value:g} vCPUs; {labels} need {at_desired}", fix))
+        elif value - used < at_desired:
+            checks.append(
+                Check(
+                    name,
+                    WARNING,
+                    f"{value:g} vCPUs, {used} in use by running on-demand instances (this cluster's own nodes among them, if "
+                    f"deployed): {value - used:g} left, {labels} need {at_desired}",
+                    f"stop instances of this class, or {fix}",
+                )
+            )
         elif value < at_max:
             checks.append(Check(name, WARNING, f"{value:g} vCPUs: enough for {labels} ({at_desired}), not for max_size ({at_max})", fix))
         else:
-            checks.append(
-                Check(name, PASSED, f"{value:g} vCPUs >= {at_desired} for {labels} (shared with instances already running in the account)")
-            )
+            checks.append(Check(name, PASSED, f"{value:g} vCPUs >= {at_desired} for {labels} ({used} in use by running instances)"))
     return checks
 
 
