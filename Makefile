@@ -54,7 +54,7 @@ lint: dev-deps synth
 # (docs/preflight.md): make preflight [CONTEXT="-c key=value ..."]. Exit 0 all passed, 1 a failure,
 # 3 warnings only. Instance metadata stays off as in every target: on an EC2 instance role, run it
 # with AWS_EC2_METADATA_DISABLED=false.
-preflight: dev-deps
+preflight: $(VENV)/.runtime
 	$(BIN)/python -m specbench preflight $(CONTEXT)
 
 # Plain YAML of the serving objects (the same charts cdk deploy applies) for kubectl or GitOps:

@@ -14,7 +14,7 @@ Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 c
 environment failed (what completed is stored), 2 bad arguments, 3 stored but not all published,
 4 endpoints never ready, 5 completed but every request of some service failed.
 Exit codes of ``preflight``: 0 every check passed, 1 a check failed (or the caller's identity could
-not be read), 2 bad arguments or settings, 3 warnings only.
+not be read), 2 bad arguments or settings, 3 warnings only (a check whose API call failed is one).
 Every command reports a problem in one line (no traceback): 2 for bad input, 1 for the environment.
 """
 

@@ -41,10 +41,12 @@ def exit_code(checks: Iterable[Check]) -> int:
 
 
 def api_failure(name: str, api: str, code: str, message: str = "") -> Check:
-    """A check whose API call failed: what was refused, and the permission list to compare with."""
+    """A check whose API call failed (refused, unreachable, not served): not checked, so a warning,
+    not a verdict on the account; the fix points at the permission list when access was refused."""
     detail = f" ({message})" if message else ""
-    fix = "grant the permission (docs/preflight.md, the policy)" if "AccessDenied" in code or "Unauthorized" in code else ""
-    return Check(name, FAILED, f"{api} failed: {code}{detail}", fix or "rerun; if it persists, see the error")
+    denied = any(word in code for word in ("AccessDenied", "Unauthorized", "UnrecognizedClient", "AuthFailure"))
+    fix = "grant the permission (docs/preflight.md, the policy)" if denied else "rerun; if it persists, see the error"
+    return Check(name, WARNING, f"not checked: {api} failed: {code}{detail}", fix)
 
 
 # --- who and where ---------------------------------------------------------------------------
