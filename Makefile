@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist clean
+.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist preflight clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -54,6 +54,13 @@ node_modules/.installed: package.json package-lock.json
 lint: dev-deps synth
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(BIN)/cfn-lint --regions us-east-2 -- cdk.out/*.template.json
+
+# Read the account (read-only, your credentials) for what `cdk deploy` needs, one line per check
+# (docs/preflight.md): make preflight [CONTEXT="-c key=value ..."]. Exit 0 all passed, 1 a failure,
+# 3 warnings only. Instance metadata stays off as in every target: on an EC2 instance role, run it
+# with AWS_EC2_METADATA_DISABLED=false.
+preflight: $(VENV)/.runtime
+	$(BIN)/python -m specbench preflight $(CONTEXT)
 
 # Plain YAML of the serving objects (the same charts cdk deploy applies) for kubectl or GitOps:
 #   make dist BUCKET=<DataBucketName output of SpecDecodeData> [CONTEXT="-c key=value ..."]

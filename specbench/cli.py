@@ -8,10 +8,13 @@
     python -m specbench suite [--suite my-suite.json]
     python -m specbench import-llmperf ./llmperf-out/sd-json --variant qwen-sd-vllm --test-case json --run-id reference
     python -m specbench plan -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5 -c neuron_nodes.desired_size=2   # a checkout only
+    python -m specbench preflight -c neuron_nodes.availability_zone=us-east-2b   # a checkout only; reads the account
 
 Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed or the
 environment failed (what completed is stored), 2 bad arguments, 3 stored but not all published,
 4 endpoints never ready, 5 completed but every request of some service failed.
+Exit codes of ``preflight``: 0 every check passed, 1 a check failed (or the caller's identity could
+not be read), 2 bad arguments or settings, 3 warnings only (a check whose API call failed is one).
 Every command reports a problem in one line (no traceback): 2 for bad input, 1 for the environment.
 """
 
@@ -265,6 +268,20 @@ def parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("--fit", default="", help="the parameters to fit, comma-separated (default: those the points identify)")
     predict.add_argument("--save-profile", default="serving-profile.json", metavar="PATH", help="where --calibrate writes the profile")
+    preflight = commands.add_parser(
+        "preflight", help="read the account (read-only) for what the deploy needs: one line per check (from a checkout)"
+    )
+    preflight.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
+    preflight.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
+    preflight.add_argument(
+        "--cdk-out", default="", help="the synthesized app, for the bootstrap version it needs (default: the checkout's cdk.out)"
+    )
+    preflight.add_argument(
+        "--toolkit-stack-name", default="", help="the CDK bootstrap stack (default: cdk.json's toolkitStackName, else CDKToolkit)"
+    )
+    preflight.add_argument(
+        "--run-hours", type=positive_float, default=None, help="hours a reservation must last from now (default: the deploy's estimate)"
+    )
 
     suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
     suite.add_argument("--suite", default="")
@@ -300,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_plan(args)
         if args.command == "predict":
             return command_predict(args)
+        if args.command == "preflight":
+            return command_preflight(args)
         if args.command == "sweep-report":
             return command_sweep_report(args)
         return command_suite(args)
@@ -690,34 +709,13 @@ def command_report(args: argparse.Namespace) -> int:
 
 def command_plan(args: argparse.Namespace) -> int:
     """The sweep plan synth prints, from cdk.json's context and ``-c`` overrides."""
-    import os
-
-    try:
-        from config import ConfigError, load_config
-        from config.cost import node_price as configured_price
-        from config.sweep import enabled, sweep_plan
-    except ImportError:  # the Job's zip has no configuration
-        print("specbench: plan needs the project's config package; run it from a checkout of the project", file=sys.stderr)
-        return EXIT_USAGE
+    config = checkout_config(args)
+    if isinstance(config, int):
+        return config
+    from config.cost import node_price as configured_price
+    from config.sweep import enabled, sweep_plan
     from specbench.sweep.plan import render
 
-    path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
-    try:
-        context = dict(read_json_file(str(path)).get("context", {}))
-    except (JsonFileError, AttributeError) as error:
-        print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    for item in args.context:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"specbench: -c {item!r}: expected KEY=VALUE", file=sys.stderr)
-            return EXIT_USAGE
-        context[key] = value
-    try:
-        config = load_config(context, os.environ)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return EXIT_USAGE
     if not enabled(config):
         print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
         return 0
@@ -734,20 +732,11 @@ def checkout_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     except ImportError:  # the Job's zip has no configuration
         print(f"specbench: {args.command} needs the project's config package; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
-    try:
-        context = dict(read_json_file(str(path)).get("context", {}))
-    except (JsonFileError, AttributeError) as error:
-        print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
+    loaded = checkout_context(args)
+    if loaded is None:
         return EXIT_USAGE
-    for item in args.context:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"specbench: -c {item!r}: expected KEY=VALUE", file=sys.stderr)
-            return EXIT_USAGE
-        context[key] = value
     try:
-        return load_config(context, os.environ)
+        return load_config(loaded[1], os.environ)
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_USAGE
@@ -818,6 +807,88 @@ def command_predict(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(out.json_document(report, fit), indent=2) + "\n", encoding="utf-8")
         print(f"written: {args.json}")
     return 0
+
+
+def checkout_context(args: argparse.Namespace) -> tuple[dict, dict] | None:
+    """cdk.json (``--cdk-json``, default the checkout's) and its context with the ``-c`` overrides
+    applied, as the CDK CLI merges them; None after printing what is wrong."""
+    path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
+    try:
+        cdk_json = read_json_file(str(path))
+        context = dict(cdk_json.get("context", {}))
+    except (JsonFileError, AttributeError) as error:
+        print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
+        return None
+    for item in args.context:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"specbench: -c {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return None
+        context[key] = value
+    return cdk_json, context
+
+
+def command_preflight(args: argparse.Namespace) -> int:
+    """The account read for what the deploy needs (specbench/preflight/); exit 0, 1 or 3."""
+    import os
+    from datetime import datetime, timezone
+
+    try:
+        from config import ConfigError, load_config, serving_stacks
+        from config.sweep import enabled, sweep_plan
+    except ImportError:  # the Job's zip has no configuration
+        print("specbench: preflight needs the project's config package; run it from a checkout of the project", file=sys.stderr)
+        return EXIT_USAGE
+    import boto3
+    from botocore.exceptions import ClientError
+
+    from specbench.preflight import account, checks, target
+
+    loaded = checkout_context(args)
+    if loaded is None:
+        return EXIT_USAGE
+    cdk_json, context = loaded
+    session = boto3.Session()
+    # As `cdk deploy`: env.region, else the CLI's region (CDK_DEFAULT_REGION, us-east-1 when none is configured).
+    # The CDK CLI reads AWS_REGION, then AWS_DEFAULT_REGION and the profile (botocore's region_name).
+    cli_region = os.environ.get("AWS_REGION", "").strip() or session.region_name or ""
+    region = str(context.get("env.region", "") or "").strip() or cli_region or "us-east-1"
+    try:
+        identity = account.caller_identity(session, region)
+    except (ClientError, *account.OTHER_ERRORS) as error:
+        code, message = account.describe(error)
+        print(
+            f"specbench preflight: cannot read the caller's identity (sts:GetCallerIdentity in {region}): {code}: {message}",
+            file=sys.stderr,
+        )
+        return checks.EXIT_FAILED
+    caller = str(identity["Account"])
+    # The CDK CLI sets both when credentials resolve; the configuration derives the deploy's from them.
+    environ = dict(os.environ, CDK_DEFAULT_ACCOUNT=caller, CDK_DEFAULT_REGION=region)
+    try:
+        config = load_config(context, environ)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_USAGE
+    sweep_hours = sweep_plan(config).wall_hours if enabled(config) else None
+    baseline = serving_stacks.STACKS.get(config.serving.baseline_stack)
+    cdk_out = Path(args.cdk_out) if args.cdk_out else Path(__file__).resolve().parents[1] / "cdk.out"
+    plan = target.build_target(
+        config,
+        context,
+        manifest=target.read_manifest(cdk_out),
+        toolkit_stack=args.toolkit_stack_name or str(cdk_json.get("toolkitStackName", "") or ""),
+        baseline_image=baseline.image if baseline else "",
+        sweep_wall_hours=sweep_hours,
+        run_hours=args.run_hours,
+    )
+    results = account.run_checks(plan, session, caller_account=caller, cli_region=cli_region, now=datetime.now(timezone.utc))
+    print(f"preflight of account {caller} ({identity.get('Arn', '')}), region {plan.region}:")
+    for check in results:
+        print(check.line())
+    counts = {status: sum(c.status == status for c in results) for status in (checks.PASSED, checks.WARNING, checks.FAILED)}
+    print(f"{len(results)} checks: {counts[checks.PASSED]} passed, {counts[checks.WARNING]} warnings, {counts[checks.FAILED]} failed")
+    return checks.exit_code(results)
 
 
 def run_coroutine(coroutine):  # type: ignore[no-untyped-def]
