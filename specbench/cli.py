@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specbench.jsonfile import JsonFileError, read_json_file
+from specbench.jsonfile import dumps as jsonfile_dumps
 from specbench.load import APIS, ENGINES
 from specbench.load.types import Endpoint, LoadSpec
 from specbench.prompts.datasets import DatasetError, open_cache
@@ -443,12 +444,10 @@ def put_sweep_dashboard(name: str, body_file: Path, region: str | None) -> int:
     if problem:
         print(f"specbench: dashboard not put: {problem}; the widgets are in {body_file}", file=sys.stderr)
         return EXIT_CRASHED
-    import json
-
     import boto3
 
     try:
-        boto3.client("cloudwatch", region_name=region).put_dashboard(DashboardName=name, DashboardBody=json.dumps(body))
+        boto3.client("cloudwatch", region_name=region).put_dashboard(DashboardName=name, DashboardBody=jsonfile_dumps(body))
     except (BotoCoreError, ClientError) as error:
         print(f"specbench: dashboard not put: {error}; the widgets are in {body_file}", file=sys.stderr)
         return EXIT_CRASHED

@@ -23,7 +23,6 @@ import contextlib
 import copy
 import hashlib
 import itertools
-import json
 import random
 import re
 import threading
@@ -40,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from specbench import jsonfile
 from specbench.results.records import time_per_output_token
 
 CLOCK = time.perf_counter
@@ -691,7 +691,7 @@ class _Stream:
         payload = {**self.head, "choices": choices}
         if usage:
             payload["usage"] = _usage(self.record.prompt_tokens, self.completion_tokens)
-        return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+        return f"data: {jsonfile.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
     async def role(self) -> None:
         """Chat only: vLLM's first chunk carries the role and no text."""

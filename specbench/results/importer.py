@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from specbench import jsonfile
 from specbench.prompts.suite import DEFAULT_SUITE, NAME_PATTERN, PROMPT_CLASSES
 from specbench.results.llmperf_format import LlmperfFormatError, parse_individual_responses, parse_summary, records_from_rows
 from specbench.results.records import read_jsonl
@@ -75,5 +76,5 @@ def import_llmperf(directory: Path, store: RunStore, *, variant: str, test_case:
             "output_tokens": summary.get("mean_output_tokens"),
         }
     )
-    store.write("run.json", json.dumps(run, indent=2, sort_keys=True, default=str))
+    store.write("run.json", jsonfile.dumps(run, indent=2, sort_keys=True, default=str))
     return len(records)
