@@ -24,6 +24,8 @@ def read_json_file(path: str | Path) -> Any:
         raise JsonFileError("is not UTF-8 text; expected a JSON file") from None
     except json.JSONDecodeError as error:
         raise JsonFileError(f"is not valid JSON ({error})") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise JsonFileError("is nested too deeply to be read (thousands of arrays or objects inside each other)") from None
     except OSError as error:  # unreadable: permissions, a device, ...
         raise JsonFileError(f"cannot be read: {error.strerror or error}") from None
 

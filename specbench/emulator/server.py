@@ -16,7 +16,6 @@ emulator does not rely on that: it sleeps for relative delays towards perf_count
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import concurrent.futures
 import contextlib
@@ -40,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from specbench import jsonfile
+from specbench.flags import OneLineParser, ascii_float, ascii_int, listen_port, positive_float
 from specbench.results.records import time_per_output_token
 
 CLOCK = time.perf_counter
@@ -874,11 +874,11 @@ def with_speculation(profile: EmulatorProfile, k: int | None, draft_cost_ratio: 
 
 def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
     """``emulate``: the baseline and speculative emulators on two local ports, until Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
-    parser.add_argument("--baseline-port", type=int, default=8000)
-    parser.add_argument("--speculative-port", type=int, default=8001)
-    parser.add_argument("--time-scale", type=float, default=1.0, help="multiply every duration (0.1 runs ten times faster)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = OneLineParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
+    parser.add_argument("--baseline-port", type=listen_port, default=8000)
+    parser.add_argument("--speculative-port", type=listen_port, default=8001)
+    parser.add_argument("--time-scale", type=positive_float, default=1.0, help="multiply every duration (0.1 runs ten times faster)")
+    parser.add_argument("--seed", type=ascii_int, default=0)
     parser.add_argument("--legacy-gauges", action="store_true", help="expose vLLM V0's speculative metrics")
     parser.add_argument(
         "--no-spec-metrics",
@@ -887,7 +887,7 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     )
     parser.add_argument(
         "--coalesce-chunks",
-        type=int,
+        type=ascii_int,
         default=0,
         help="send every N content chunks as one event, as a buffering proxy would (0: one per step)",
     )
@@ -895,8 +895,8 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
         "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
     )
     # Sweeps (scripts/demo_sweep.py): one speculative server per k, each with the same draft cost.
-    parser.add_argument("--speculative-k", type=int, default=None, help="the speculative server's k (default: 7)")
-    parser.add_argument("--draft-cost-ratio", type=float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
+    parser.add_argument("--speculative-k", type=ascii_int, default=None, help="the speculative server's k (default: 7)")
+    parser.add_argument("--draft-cost-ratio", type=ascii_float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
     args = parser.parse_args(argv)
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")

@@ -299,6 +299,7 @@ class NativeEngine:
         ]
         timeout = aiohttp.ClientTimeout(total=load.request_timeout_s)
         started: list[RawStream] = []
+        handed: list[RequestRecord] = []  # records handed over as their request finished
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         try:
             async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
@@ -315,11 +316,12 @@ class NativeEngine:
                     async with gate:
                         started.append(raws[index])
                         await self.collect(session, url, payloads[index % len(payloads)], headers[index], timeout, raws[index])
-                        self._hand_over(raws[index], started, on_record)  # stored before the slot takes its next request
+                        self._hand_over(raws[index], started, handed, on_record)  # stored before the slot takes its next request
 
                 await asyncio.gather(*(one(index) for index in range(load.requests)))
                 await self._until_quiet()
-                return await self._deliver(started, session, endpoint, load, on_record)
+                rest = await self._deliver(started, session, endpoint, load, on_record)
+                return sorted(handed + rest, key=lambda r: r.request_index)
         except BaseException:
             # Cancelled (SIGTERM) or crashed: every request that was sent still gets its record,
             # those in flight as interrupted, and no further I/O (no /tokenize) is attempted.
@@ -332,7 +334,7 @@ class NativeEngine:
             raise
 
     @staticmethod
-    def _hand_over(raw: RawStream, started: list[RawStream], on_record: OnRecord) -> None:
+    def _hand_over(raw: RawStream, started: list[RawStream], handed: list[RequestRecord], on_record: OnRecord) -> None:
         """A finished request's record handed over at once (the runner stores it, issue 22: a run
         killed later keeps it), unless its tokens must still be counted with /tokenize (no usage in
         the stream: that waits for _deliver, after every stream is closed). The price: parsing a
@@ -342,6 +344,7 @@ class NativeEngine:
         record, state = digest(raw)
         if state is None:
             started.remove(raw)  # delivered: neither _deliver nor the interrupted path sees it again
+            handed.append(record)
             on_record(record)
 
     async def _deliver(
