@@ -20,7 +20,7 @@ BASELINE = "baseline"
 REPEAT = "last"
 LOAD_KINDS = ("concurrency", "rate")
 # Sweep ids and variant names become Kubernetes names and S3 key parts: DNS labels.
-NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z", re.ASCII)
 
 
 @dataclass(frozen=True)
