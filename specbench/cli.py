@@ -608,10 +608,16 @@ def command_plan(args: argparse.Namespace) -> int:
 
     path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
     try:
-        context = dict(read_json_file(str(path)).get("context", {}))
-    except (JsonFileError, AttributeError) as error:
+        data = read_json_file(str(path))
+    except JsonFileError as error:
         print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
         return EXIT_USAGE
+    context = data.get("context", {}) if isinstance(data, dict) else None
+    if not isinstance(context, dict):
+        what = f"its context is {type(context).__name__}" if isinstance(data, dict) else f"it holds {type(data).__name__}"
+        print(f'specbench: --cdk-json {path}: expected a JSON object with a "context" object (as cdk.json), but {what}', file=sys.stderr)
+        return EXIT_USAGE
+    context = dict(context)
     for item in args.context:
         key, sep, value = item.partition("=")
         if not sep:

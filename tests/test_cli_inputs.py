@@ -223,3 +223,31 @@ def test_ctrl_c_exits_130_and_keeps_what_completed(tmp_path):
     assert "Traceback" not in err
     run = json.loads((tmp_path / "ctrlc" / "run.json").read_text())
     assert run["status"] == "interrupted" and run["counts"]["requests"] == 8 and run["counts"]["interrupted"] == 2
+
+
+CDK_JSON = ["[1, 2]", '"x"', "3", "null", '{"context": []}', '{"context": "x"}', '{"context": 5}', "[" * 100000 + "]" * 100000, "{bad"]
+
+
+@pytest.mark.parametrize("text", CDK_JSON, ids=range(len(CDK_JSON)))
+def test_plan_on_a_cdk_json_that_is_not_an_object_with_a_context_is_one_line(text, tmp_path, capsys):
+    path = tmp_path / "cdk.json"
+    path.write_text(text)
+    assert _main(["plan", "--cdk-json", str(path)]) == cli.EXIT_USAGE
+    _one_line_naming(capsys, f"--cdk-json {path}")
+
+
+NESTED = [
+    "[" * 100000 + "]" * 100000,
+    '{"a":' * 50000 + "1" + "}" * 50000,
+    '{"name": "s", "test_cases": ' + "[" * 60000 + "]" * 60000 + "}",
+]
+
+
+@pytest.mark.parametrize("text", NESTED, ids=range(len(NESTED)))
+def test_a_suite_nested_thousands_deep_is_one_line(text, tmp_path, capsys):
+    path = tmp_path / "suite.json"
+    path.write_text(text)
+    assert _main(["suite", "--suite", str(path)]) == cli.EXIT_USAGE
+    _one_line_naming(capsys, str(path))
+    assert _main([*RUN, "--results", str(tmp_path / "r"), "--suite", str(path)]) == cli.EXIT_USAGE
+    _one_line_naming(capsys, str(path))

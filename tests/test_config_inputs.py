@@ -186,3 +186,9 @@ def test_a_request_timeout_too_short_for_the_output_tokens_is_refused_with_the_n
 
 def test_a_timeout_that_fits_is_accepted():
     assert [p for p in _problems({"benchmark.output_tokens": 600, "benchmark.request_timeout_seconds": 10}) if "timeout" in p.key] == []
+
+
+def test_a_suite_file_nested_thousands_deep_is_one_problem(tmp_path):
+    path = tmp_path / "suite.json"
+    path.write_text("[" * 100000 + "]" * 100000)
+    _refused({"benchmark.suite_file": str(path)}, "benchmark.suite_file", "nested too deeply")
