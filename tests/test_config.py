@@ -436,7 +436,7 @@ def test_benchmark_engine_must_be_known():
 def test_missing_suite_file_names_the_field(tmp_path):
     missing = tmp_path / "nope.json"
     assert only_problem(benchmark__suite_file=str(missing)) == (
-        f"benchmark.suite_file='{missing}': suite file {missing} does not exist; "
+        f"benchmark.suite_file={echo(str(missing))}: suite file {missing} does not exist; "
         "allowed: a JSON suite file as described in specbench/prompts/suite.py, or empty for the reference suite"
     )
 
@@ -445,7 +445,7 @@ def test_suite_file_is_validated_like_the_benchmark_validates_it(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"test_cases": [{"name": "a", "prompt_class": "creative", "text": "x"}]}')
     msg = only_problem(benchmark__suite_file=str(bad))
-    assert msg.startswith(f"benchmark.suite_file='{bad}': {bad}: test_cases[0].prompt_class: 'creative' is not allowed")
+    assert msg.startswith(f"benchmark.suite_file={echo(str(bad))}: {bad}: test_cases[0].prompt_class: 'creative' is not allowed")
     not_json = tmp_path / "not.json"
     not_json.write_text("{")
     assert "not valid JSON" in only_problem(benchmark__suite_file=str(not_json))
