@@ -69,8 +69,8 @@ _KNOWN_FAMILIES: tuple[tuple[str, str], ...] = (
     (r"^meta-llama/Llama-2-", "Llama-2"),
     (r"^mistralai/Mistral-", "Mistral"),
 )
-_SIZE = re.compile(r"-(\d+(?:\.\d+)?)B(?=$|[-_])", re.IGNORECASE)
-HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SIZE = re.compile(r"-(\d+(?:\.\d+)?)B(?=\Z|[-_])", re.IGNORECASE | re.ASCII)
+HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z", re.ASCII)
 
 
 def model_family(model_id: str) -> str:
@@ -80,10 +80,32 @@ def model_family(model_id: str) -> str:
     suffix ("org/Name-7B-Instruct" -> "org/Name"), which is how model families are named.
     """
     for pattern, family in _KNOWN_FAMILIES:
-        if re.match(pattern, model_id):
+        if re.match(pattern, model_id, re.ASCII):
             return family
     match = _SIZE.search(model_id)
     return model_id[: match.start()] if match else model_id
+
+
+# Mixture-of-experts ids: Qwen's "-30B-A3B" (total, then active parameters), Mixtral's "8x7B",
+# and ids that say MoE.
+_ACTIVE = re.compile(r"-A(\d+(?:\.\d+)?)B(?=\Z|[-_])", re.ASCII)
+_EXPERTS = re.compile(r"(?<![A-Za-z0-9])(\d+)x(\d+(?:\.\d+)?)B(?=\Z|[-_])|moe(?![a-z])", re.ASCII | re.IGNORECASE)
+
+
+def known_family(model_id: str) -> bool:
+    """Whether the id is of a family in the table above (whose ids carry their size)."""
+    return any(re.match(pattern, model_id, re.ASCII) for pattern, _ in _KNOWN_FAMILIES)
+
+
+def mixture_of_experts(model_id: str) -> str:
+    """How the id says it is a mixture of experts ("3B active", "8x7B experts", "MoE"), or ''."""
+    active = _ACTIVE.search(model_id)
+    if active:
+        return f"{active.group(1)}B active of {model_size_billions(model_id) or '?'}B"
+    experts = _EXPERTS.search(model_id)
+    if experts:
+        return f"{experts.group(1)} experts of {experts.group(2)}B" if experts.group(1) else "MoE"
+    return ""
 
 
 def model_size_billions(model_id: str) -> float | None:
@@ -127,7 +149,7 @@ WHOLE_INTERNET = ("0.0.0.0/0", "::/0")
 
 # An image tag is taken as pinned when it names a version (has a digit); `latest`, `stable`,
 # `main`... move under you.
-FLOATING_TAG = re.compile(r"^[^0-9]*$")
+FLOATING_TAG = re.compile(r"^[^0-9]*\Z", re.ASCII)
 
 # kube-scheduler may be as new as the API server or one minor version older (Kubernetes version
 # skew policy, kubernetes.io/releases/version-skew-policy/, "kube-controller-manager,

@@ -21,7 +21,7 @@ DATA = Path(__file__).with_name("ec2_instance_types.json")
 # aws-cdk-lib's InstanceType.architecture (aws-ec2/lib/instance-types.ts): family, generation,
 # capabilities and size; family `a` (first-generation Graviton) or a `g` among the capabilities
 # (m7g, c6gn, is4gen, ...) means arm64, anything else x86_64.
-_PARTS = re.compile(r"^([a-z]+)(\d{1,2})([a-z-]*)\.([a-z0-9-]+)$")
+_PARTS = re.compile(r"^([a-z]+)(\d{1,2})([a-z-]*)\.([a-z0-9-]+)\Z", re.ASCII)
 
 
 def from_botocore() -> dict[str, list[str]]:

@@ -19,8 +19,21 @@ class Problem:
 
     def __str__(self) -> str:
         shown = ",".join(map(str, self.value)) if isinstance(self.value, tuple) else self.value
-        line = f"{self.key}={shown!r}: {self.problem}"
+        key = self.key if len(self.key) <= ECHO_LIMIT else echo(self.key)
+        line = f"{key}={echo(shown)}: {self.problem}"
         return f"{line}; allowed: {self.allowed}" if self.allowed else line
+
+
+ECHO_LIMIT = 80  # characters of a value an error line shows: a 5000-character value is one line still
+
+
+def echo(value: Any, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)``, cut to about ``limit`` characters with how long it was."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"... ({len(str(value))} characters)"
+    return text[: limit - len(size)] + size
 
 
 class ConfigError(ValueError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
@@ -17,13 +18,15 @@ from . import serving_stacks
 from .catalog import recorded_node_price
 from .errors import ConfigError, Problem
 from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, ServingSettings, sections
+from .numbers import parse_float, parse_int
 from .validate import validate
 
 _TRUE = ("true", "yes", "1", "on")
 _FALSE = ("false", "no", "0", "off")
 # What a setting key looks like: section.field. CDK's own context keys (`@aws-cdk/...`,
 # `aws:cdk:...`, `availability-zones:account=...`) contain ':' or '/', so they never match.
-_SETTING_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\.[A-Za-z0-9_.-]+$")
+_SEPARATORS = re.compile(r"[:/]")
+_SETTING_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\.[A-Za-z0-9_.-]+\Z", re.ASCII)
 
 
 def all_keys() -> list[str]:
@@ -63,10 +66,19 @@ def unknown_key_problem(key: str, value: Any) -> Problem | None:
     known = all_keys()
     if key in sections():
         return Problem(key, value, "is a section, not a setting", f"one key per field, e.g. {key}.{fields(sections()[key])[0].name}")
-    if key in known or not _SETTING_SHAPE.match(key):
+    if key in known:
         return None
-    section = key.split(".", 1)[0]
-    hint = difflib.get_close_matches(key, known, n=1)
+    # Ours when shaped like a setting, or when it starts with one of our sections however it goes
+    # on (':' '/' for '.', spaces around): CDK's own keys (`@aws-cdk/...`, `aws:cdk:...`,
+    # `availability-zones:...`) start with none of them.
+    spelt = _SEPARATORS.sub(".", key.strip())
+    section = spelt.split(".", 1)[0]
+    if not _SETTING_SHAPE.match(key) and section not in sections():
+        return None
+    if spelt in known:
+        why = "':' or '/' for '.'" if _SEPARATORS.search(key) else "spaces around it"
+        return Problem(key, value, f"is not a setting ({why})", f"did you mean {spelt}?")
+    hint = difflib.get_close_matches(spelt, known, n=1)
     if not hint and section not in sections():
         hint = [f"section {s}" for s in difflib.get_close_matches(section, list(sections()), n=1)]
     what = "is not a setting" if section in sections() else f"is not a setting (there is no section {section!r})"
@@ -128,21 +140,17 @@ def coerce(value: Any, kind: Any) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
+            return parse_int(value)
         raise ValueError("expected a whole number")
     if kind is float:
         if isinstance(value, bool):
             raise ValueError("expected a number")
         if isinstance(value, (int, float)):
+            if not math.isfinite(value):  # json.loads reads NaN and Infinity in cdk.json
+                raise ValueError("expected a finite number")
             return float(value)
         if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
+            return parse_float(value)
         raise ValueError("expected a number")
     if kind is str:
         if isinstance(value, str):

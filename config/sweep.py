@@ -18,6 +18,7 @@ from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
 from . import capacity, catalog, serving_stacks
 from .errors import Problem
 from .model import PlatformConfig
+from .numbers import parse_int
 from .variants import service_variants
 
 VARIANT_SHAPE = "NAME:DRAFT_MODEL:K or NAME:DRAFT_MODEL:K:METHOD, e.g. qwen17-k5:Qwen/Qwen3-1.7B:5"
@@ -51,7 +52,7 @@ def parse_variant(text: str, default_method: str) -> SweepVariant:
     if len(parts) not in (3, 4) or not all(parts):
         raise ValueError("is not NAME:DRAFT_MODEL:K[:METHOD]")
     try:
-        k = int(parts[2])
+        k = parse_int(parts[2])
     except ValueError:
         raise ValueError(f"has K={parts[2]!r}, not a whole number") from None
     return SweepVariant(parts[0], parts[1], k, parts[3] if len(parts) == 4 else default_method)
@@ -85,6 +86,7 @@ def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
     """Shape, name, method and duplicates of each variant (draft and k: config/validate.py's
     ``speculation_problems``, as for the services, in ``sweep_rules``)."""
     key = "sweep.variants"
+    services = {v.name: v.name for v in service_variants(config.serving)}  # baseline, speculative, extras
     seen: dict[str, str] = {}
     settings: dict[tuple[str, int, str], str] = {}
     for text in config.sweep.variants:
@@ -97,6 +99,13 @@ def variant_problems(config: PlatformConfig) -> Iterable[Problem]:
             yield Problem(key, variant.name, "is not a variant name", NAME_RULE)
         elif variant.name.startswith(BASELINE):
             yield Problem(key, variant.name, f"starts with {BASELINE!r}, the name of the sweep's own baseline", "another name")
+        elif variant.name in services:
+            yield Problem(
+                key,
+                variant.name,
+                f"is the name of the long-running service {services[variant.name]}: its points' results would carry the same Variant",
+                "a name no service has",
+            )
         elif variant.name in seen:
             yield Problem(key, variant.name, "names two variants", "a distinct name per variant")
         seen[variant.name] = text

@@ -12,32 +12,34 @@ from collections.abc import Callable, Iterable
 from specbench.prompts.suite import SuiteError, load_suite
 
 from . import capacity, catalog, ec2, serving_stacks, subnets, sweep
-from .errors import Problem, one_line_each
+from .errors import Problem, echo, one_line_each
 from .model import PlatformConfig, ServingSettings
 from .variants import parse_extra_variant, service_variants, speculator_target
 
 # The reference stack's method: what a caller that names no method checks against.
 REFERENCE_METHOD = serving_stacks.STACKS[serving_stacks.REFERENCE_STACK].methods[0]
 
-ACCOUNT = re.compile(r"^\d{12}$")
-REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
-CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+ACCOUNT = re.compile(r"^\d{12}\Z", re.ASCII)
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d\Z", re.ASCII)
+CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z", re.ASCII)
 # Access entries take the IAM role or user ARN; a session ARN (sts assumed-role) is a classic mistake.
-PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
-RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$")
-IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
-SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
-ADDON_VERSION = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-eksbuild\.\d+$")
+PRINCIPAL_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}\Z", re.ASCII)
+RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?\Z", re.ASCII)
+IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})\Z", re.ASCII)
+SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?\Z", re.ASCII)
+ADDON_VERSION = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-eksbuild\.\d+\Z", re.ASCII)
 # CloudWatch namespaces: printable ASCII without ':' first, not starting with 'AWS/'.
 MAX_NODE_PRICE_PER_HOUR = 1000.0  # USD per node-hour: a guard against a price typed per month or in cents
-NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}$")
-DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}\Z", re.ASCII)
+DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}\Z", re.ASCII)
 
 # Kubernetes object names (RFC 1123 labels): namespaces, Services, Deployments.
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z", re.ASCII)
 DNS_LABEL_RULE = "1-63 lowercase letters, digits or '-', starting and ending alphanumeric"
 # The full ARN (with the 6 characters Secrets Manager appends), so IAM can name the one secret.
-SECRET_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}-[A-Za-z0-9]{6}$")
+SECRET_ARN = re.compile(
+    r"^arn:aws(-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}-[A-Za-z0-9]{6}\Z", re.ASCII
+)
 
 Rule = Callable[[PlatformConfig], Iterable[Problem]]
 
@@ -50,6 +52,24 @@ def _range(key: str, value: int, low: int, high: int) -> Iterable[Problem]:
 def _special_range(net: ipaddress.IPv4Network, ranges: tuple[tuple[str, str], ...]) -> str:
     """What ``net`` overlaps of ``ranges``, or ''."""
     return next((what for cidr, what in ranges if net.overlaps(ipaddress.IPv4Network(cidr))), "")
+
+
+def cidr_problem(cidr: str, version_hint: str) -> tuple[ipaddress.IPv4Network | None, str, str]:
+    """``cidr`` as a network, or None with the reason that applies and what would be allowed:
+    host bits set (the network it meant, e.g. 10.40.0.1/16 -> 10.40.0.0/16) is not "not a CIDR"."""
+    try:
+        return ipaddress.IPv4Network(cidr), "", ""
+    except ValueError:
+        pass
+    try:
+        loose = ipaddress.IPv4Network(cidr, strict=False)
+    except ValueError:
+        try:
+            ipaddress.IPv6Network(cidr, strict=False)
+        except ValueError:
+            return None, "is not an IPv4 CIDR", f"e.g. {version_hint}"
+        return None, "is an IPv6 CIDR; only IPv4 ones are taken here", f"e.g. {version_hint}"
+    return None, f"has host bits set (the address is not the first of its /{loose.prefixlen})", f"the network itself: {loose}"
 
 
 def image_problems(key: str, image: str, *, digest: bool = True) -> Iterable[Problem]:
@@ -70,7 +90,7 @@ def env_rules(c: PlatformConfig) -> Iterable[Problem]:
     if not REGION.match(env.region):
         yield Problem("env.region", env.region, "is not an AWS region name", "e.g. us-east-2")
         return
-    az_pattern = re.compile(rf"^{re.escape(env.region)}[a-z]$")
+    az_pattern = re.compile(rf"^{re.escape(env.region)}[a-z]\Z", re.ASCII)
     for az in env.availability_zones:
         if not az_pattern.match(az):
             yield Problem(
@@ -83,10 +103,9 @@ def env_rules(c: PlatformConfig) -> Iterable[Problem]:
 
 
 def network_rules(c: PlatformConfig) -> Iterable[Problem]:
-    try:
-        net = ipaddress.IPv4Network(c.network.vpc_cidr)
-    except ValueError:
-        yield Problem("network.vpc_cidr", c.network.vpc_cidr, "is not an IPv4 CIDR", "e.g. 10.40.0.0/16")
+    net, why, allowed = cidr_problem(c.network.vpc_cidr, "10.40.0.0/16")
+    if net is None:
+        yield Problem("network.vpc_cidr", c.network.vpc_cidr, why, allowed)
     else:
         if not 16 <= net.prefixlen <= 20:
             yield Problem("network.vpc_cidr", c.network.vpc_cidr, "leaves too few pod IPs", "/16 to /20")
@@ -158,6 +177,7 @@ def public_access_problems(c: PlatformConfig) -> Iterable[Problem]:
         return
     if not cl.public_access_cidrs:
         yield Problem(key, "", "is empty while the public endpoint is on", "one or more CIDRs, or cluster.endpoint_access=private")
+    seen: dict[ipaddress.IPv4Network, str] = {}
     for cidr in cl.public_access_cidrs:
         if cl.require_restricted_endpoint and cidr in catalog.WHOLE_INTERNET:
             yield Problem(
@@ -167,11 +187,15 @@ def public_access_problems(c: PlatformConfig) -> Iterable[Problem]:
                 "your own CIDRs (e.g. 198.51.100.7/32), or cluster.endpoint_access=private",
             )
             continue
-        try:
-            net = ipaddress.IPv4Network(cidr)
-        except ValueError:
-            yield Problem(key, cidr, "is not an IPv4 CIDR (an IPv4 cluster takes no IPv6 ones)", "e.g. 198.51.100.0/24")
+        net, why, allowed = cidr_problem(cidr, "198.51.100.0/24")
+        if net is None:
+            reason = why if "host bits" in why else "is not an IPv4 CIDR (an IPv4 cluster takes no IPv6 ones)"
+            yield Problem(key, cidr, reason, allowed)
             continue
+        if net in seen:  # the same network twice, however it is spelt (198.51.100.7 is 198.51.100.7/32)
+            yield Problem(key, cidr, f"lists {net} twice (as {seen[net]} too)", "each CIDR once")
+            continue
+        seen[net] = cidr
         if net.prefixlen == 0:
             continue  # the whole internet: allowed, and warned about (config_warnings())
         special = _special_range(net, catalog.SPECIAL_IPV4_RANGES)
@@ -333,12 +357,34 @@ def speculation_problems(
         yield Problem(
             draft_key,
             draft,
-            f"is from family {draft_family!r} but the target {target} is {target_family!r}; a draft must share the target's tokenizer",
+            f"is from family {echo(draft_family)} but the target {target if len(target) <= 80 else echo(target)} is {echo(target_family)}; "
+            "a draft must share the target's tokenizer",
             f"a smaller {target_family} model",
             depends_on=("serving.target_model",),
         )
         return
+    experts = catalog.mixture_of_experts(draft)
+    if experts:
+        # A mixture-of-experts draft (Qwen3-30B-A3B: 30B in all, 3B active a token) costs its whole
+        # size in memory beside the target and is not "smaller": the draft of draft-model
+        # speculation is a dense model (Leviathan et al.'s small approximation model).
+        yield Problem(
+            draft_key,
+            draft,
+            f"is a mixture-of-experts model ({experts}); a draft must be a dense model",
+            f"a smaller dense {target_family} model, e.g. Qwen/Qwen3-1.7B",
+        )
+        return
     target_b, draft_b = catalog.model_size_billions(target), catalog.model_size_billions(draft)
+    if target_b is not None and draft_b is None and catalog.known_family(draft):
+        yield Problem(
+            draft_key,
+            draft,
+            "names no parameter count (e.g. -1.7B), so it cannot be checked to be smaller than the target",
+            f"a {target_family} model under {target_b:g}B, named with its size",
+            depends_on=("serving.target_model",),
+        )
+        return
     if target_b is not None and draft_b is not None and draft_b >= target_b:
         yield Problem(
             draft_key,
@@ -601,6 +647,27 @@ def capacity_rules(c: PlatformConfig) -> Iterable[Problem]:
         )
 
 
+# The fastest a single request could plausibly stream its tokens: 500 tokens/s. The fastest figure
+# published for this setup is 137.8 tokens/s (Neuron's Qwen3-32B tutorial with speculation, batch 1,
+# shared/REFERENCE.md section 2) and the write-up's best is ~15 ms a token (67 tokens/s); 500 is
+# more than 3.6 times the fastest, so a timeout below output_tokens / 500 s fails every request
+# whatever the hardware does, and is a mistake, not a tight setting.
+MAX_PLAUSIBLE_TOKENS_PER_S = 500
+
+
+def request_timeout_problems(timeout_s: int, output_tokens: int) -> Iterable[Problem]:
+    needed = math.ceil(output_tokens / MAX_PLAUSIBLE_TOKENS_PER_S)
+    if 0 < output_tokens and timeout_s < needed:
+        yield Problem(
+            "benchmark.request_timeout_seconds",
+            timeout_s,
+            f"is too short for benchmark.output_tokens={output_tokens}: even at {MAX_PLAUSIBLE_TOKENS_PER_S} tokens/s "
+            f"(over 3.6x the fastest published for Qwen3-32B on Trn2) a request takes {needed} s",
+            f"at least {needed} seconds, or fewer output tokens",
+            depends_on=("benchmark.output_tokens",),
+        )
+
+
 def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
     b = c.benchmark
     if b.engine not in catalog.BENCHMARK_ENGINES:
@@ -624,6 +691,7 @@ def benchmark_rules(c: PlatformConfig) -> Iterable[Problem]:
             "has no effect: only the native engine has a circuit breaker",
             "the default with benchmark.engine=llmperf",
         )
+    yield from request_timeout_problems(b.request_timeout_seconds, b.output_tokens)
     yield from _range("benchmark.cpu", b.cpu, 1, 16)
     yield from _range("benchmark.memory_gib", b.memory_gib, 1, 64)
     yield from _range("benchmark.ttl_after_finished_hours", b.ttl_after_finished_hours, 1, 720)
@@ -725,7 +793,7 @@ def scheduler_skew_problems(image: str, cluster_version: str) -> Iterable[Proble
     major, minor = (int(part) for part in cluster_version.split("."))
     newest, oldest = f"{major}.{minor}", f"{major}.{minor - catalog.SCHEDULER_MAX_MINOR_LAG}"
     allowed = f"a kube-scheduler tag v{oldest}.x or v{newest}.x (at most one minor version behind cluster.kubernetes_version)"
-    version = re.match(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:$|[-+_])", tag)
+    version = re.match(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:\Z|[-+_])", tag, re.ASCII)
     if version is None:
         yield Problem(
             key, image, "has a tag that names no Kubernetes version (vX.Y.Z)", allowed, depends_on=("cluster.kubernetes_version",)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from . import serving_stacks
 from .model import ServingSettings
+from .numbers import parse_int
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def parse_extra_variant(text: str) -> ServiceVariant:
         raise ValueError("is not NAME:SPECULATOR:K")
     name, draft, k = (p.strip() for p in parts)
     try:
-        tokens = int(k)
+        tokens = parse_int(k)
     except ValueError:
         raise ValueError(f"has K={k!r}, not a whole number") from None
     return ServiceVariant(name, draft, tokens)

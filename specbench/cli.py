@@ -11,26 +11,42 @@
     python -m specbench preflight -c neuron_nodes.availability_zone=us-east-2b   # a checkout only; reads the account
 
 Exit codes of ``run``: 0 completed (failed requests are counted, not fatal), 1 crashed or the
-environment failed (what completed is stored), 2 bad arguments, 3 stored but not all published,
-4 endpoints never ready, 5 completed but every request of some service failed.
+environment failed, or stopped by SIGTERM (what completed is stored), 2 bad arguments, 3 stored but
+not all published, 4 endpoints never ready, 5 completed but every request of some service failed,
+130 interrupted by Ctrl-C (SIGINT; 128 + the signal's number, as shells report it; what completed
+is stored, requests in flight recorded as interrupted).
+Every command reports a problem in one line (no traceback): 2 for bad input, 1 for the environment,
+130 for Ctrl-C.
 Exit codes of ``preflight``: 0 every check passed, 1 a check failed (or the caller's identity could
 not be read), 2 bad arguments or settings, 3 warnings only (a check whose API call failed is one).
-Every command reports a problem in one line (no traceback): 2 for bad input, 1 for the environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from specbench.flags import (
+    OneLineParser,
+    ascii_float,
+    ascii_int,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    safe_name,
+    seconds,
+    temperature,
+)
 from specbench.jsonfile import JsonFileError, read_json_file
+from specbench.jsonfile import dumps as jsonfile_dumps
 from specbench.load import APIS, ENGINES
 from specbench.load.types import Endpoint, LoadSpec
+from specbench.names import allowed, echo, name_problem
 from specbench.prompts.datasets import DatasetError, open_cache
 from specbench.prompts.suite import Suite, SuiteError, load_suite
 from specbench.results.store import StoreError
@@ -38,40 +54,24 @@ from specbench.sweep.points import parse_sweep_point
 
 DEFAULT_ENDPOINTS = ("qwen-vllm=http://qwen-vllm:8000", "qwen-sd-vllm=http://qwen-sd-vllm:8000")
 EXIT_CRASHED, EXIT_USAGE, EXIT_UNPUBLISHED, EXIT_NOT_READY, EXIT_SERVICE_FAILED = 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT (2), what a shell reports for a process SIGINT ended
 
 
 def parse_endpoint(text: str) -> Endpoint:
     name, sep, url = text.partition("=")
     if not sep or not name or not url.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"--endpoint {text!r}: expected NAME=http(s)://HOST:PORT")
+        raise argparse.ArgumentTypeError(f"--endpoint {echo(text)}: expected NAME=http(s)://HOST:PORT")
+    problem = name_problem(name)
+    if problem:  # the name becomes a folder, an S3 key part and the Variant dimension
+        raise argparse.ArgumentTypeError(f"--endpoint {echo(text)}: the name {problem} (allowed: {allowed()})")
+    try:
+        parsed = urlsplit(url)
+        parsed.port  # noqa: B018 - raises ValueError outside 0-65535 or when not a number
+    except ValueError:
+        parsed = None
+    if parsed is None or not parsed.hostname or not parsed.hostname.isascii() or parsed.port == 0:
+        raise argparse.ArgumentTypeError(f"--endpoint {echo(text)}: expected NAME=http(s)://HOST:PORT with a port 1-65535")
     return Endpoint(name, url.rstrip("/"))
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text}: must be a whole number >= 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be a whole number >= 0")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text}: must be a number > 0")
-    return value
 
 
 MAX_NODE_PRICE = 1000.0  # as config/validate.py's MAX_NODE_PRICE_PER_HOUR
@@ -80,8 +80,8 @@ MAX_NODE_PRICE = 1000.0  # as config/validate.py's MAX_NODE_PRICE_PER_HOUR
 def node_price(text: str) -> float:
     """--node-price-per-hour: USD per node-hour, 0 (no price: cost not computed) up to 1000."""
     try:
-        value = float(text)
-    except ValueError:
+        value = ascii_float(text)
+    except argparse.ArgumentTypeError:
         value = float("nan")
     if not 0.0 <= value <= MAX_NODE_PRICE:
         allowed = f"USD per node-hour from 0 (no price: cost not computed) to {MAX_NODE_PRICE:g}, e.g. 35.76"
@@ -105,7 +105,7 @@ def with_price(settings: dict, price: float | None, source: str) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="specbench", description="Measure speculative decoding against a baseline, per prompt type.")
+    root = OneLineParser(prog="specbench", description="Measure speculative decoding against a baseline, per prompt type.")
     commands = root.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="drive a suite at the endpoints, store every result, publish to CloudWatch")
@@ -146,10 +146,11 @@ def parser() -> argparse.ArgumentParser:
         help="requests/s per endpoint, Poisson arrivals (open loop, native engine); repeat for several load levels",
     )
     run.add_argument("--requests", type=positive_int, default=8, help="requests per test case and endpoint")
-    run.add_argument("--temperature", type=float, default=0.0)
-    run.add_argument("--seed", type=int, default=11111)
+    run.add_argument("--temperature", type=temperature, default=0.0, help="sampling temperature, >= 0 (default: 0, greedy)")
+    run.add_argument("--seed", type=ascii_int, default=11111)
     run.add_argument("--ignore-eos", action="store_true", help="always generate --output-tokens (vLLM extension)")
-    run.add_argument("--request-timeout", type=float, default=1200.0, help="seconds per request")
+    run.add_argument("--request-timeout", type=seconds, default=1200.0, help="seconds per request (> 0)")
+    run.add_argument("--ready-timeout", type=seconds, default=900.0, help="seconds to wait for every endpoint's /health and /v1/models")
     run.add_argument(
         "--max-consecutive-failures",
         type=non_negative_int,
@@ -157,9 +158,8 @@ def parser() -> argparse.ArgumentParser:
         help="native engine: after this many failed requests in a row, send nothing more to that endpoint this run "
         "(recorded as not_sent); 0 never stops (default: %(default)s)",
     )
-    run.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for every endpoint's /health and /v1/models")
     run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")
-    run.add_argument("--run-id", default="", help="default: UTC time and a random suffix")
+    run.add_argument("--run-id", type=safe_name, default=None, help="default: UTC time and a random suffix; letters, digits, '-', '_', '.'")
     run.add_argument("--settings", default="", help="JSON snapshot of the deployment, stored with the run")
     run.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP + "; recorded in run.json")
     run.add_argument("--namespace", default="Qwen/LLMPerf", help="CloudWatch namespace")
@@ -183,7 +183,10 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="", help="output directory (default: ./report-<run_id>)")
     report.add_argument("--baseline", default=None, help="the service compared against (default: the one without a draft model)")
     report.add_argument(
-        "--draft-cost-ratio", type=float, default=0.1, help="c, a draft step's cost in target steps, for the expected speedup (0 < c < 1)"
+        "--draft-cost-ratio",
+        type=ascii_float,  # finite here; the range is checked by the command (its own message)
+        default=0.1,
+        help="c, a draft step's cost in target steps, for the expected speedup (0 < c < 1)",
     )
     report.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     report.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP)
@@ -197,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
         "--results", default="results", help="directory or s3://BUCKET/PREFIX/ holding sweeps/<sweep id>/ (default: ./results)"
     )
     source = sweep.add_mutually_exclusive_group(required=True)
-    source.add_argument("--sweep-id", help="the sweep: every point stored under <results>/sweeps/<sweep id>/")
+    source.add_argument("--sweep-id", type=safe_name, help="the sweep: every point stored under <results>/sweeps/<sweep id>/")
     source.add_argument("--run", help="instead: one multi-level run of the services (directory or s3://BUCKET/PREFIX/RUN_ID)")
     sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id or run id>)")
     sweep.add_argument("--metric", choices=("e2e", "tpot"), default="e2e", help="what the recommendation ranks by (default: end-to-end)")
@@ -227,11 +230,13 @@ def parser() -> argparse.ArgumentParser:
 
     imported = commands.add_parser("import-llmperf", help="bring one llmperf results directory into a stored run")
     imported.add_argument("directory", help="llmperf's --results-dir of one service and test case")
-    imported.add_argument("--variant", required=True, help="the service it measured, e.g. qwen-sd-vllm")
-    imported.add_argument("--test-case", required=True)
+    imported.add_argument("--variant", type=safe_name, required=True, help="the service it measured, e.g. qwen-sd-vllm")
+    imported.add_argument("--test-case", type=safe_name, required=True)
     imported.add_argument("--prompt-class", default=None, help="structured or open-ended (default: the reference suite's)")
     imported.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/")
-    imported.add_argument("--run-id", required=True, help="the run to add to (created if new); import each service into the same one")
+    imported.add_argument(
+        "--run-id", type=safe_name, required=True, help="the run to add to (created if new); import each service into the same one"
+    )
     imported.add_argument("--region", default=None)
 
     plan = commands.add_parser("plan", help="print the configured sweep's matrix, waves, node-hours and cost (from a checkout)")
@@ -330,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CRASHED
     except KeyboardInterrupt:
         print("specbench: interrupted", file=sys.stderr)
-        return EXIT_CRASHED
+        return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - the promise is one line, never a traceback
         print(f"specbench: unexpected {type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_CRASHED
@@ -420,6 +425,18 @@ def command_run(args: argparse.Namespace) -> int:
     except ValueError as error:  # a bad --settings file, a bad --results
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        existing = store.keys()
+    except Exception as error:  # noqa: BLE001 - an unreadable location: the runner's first write says why
+        existing = []
+        del error
+    if existing:  # a second run into the same folder would overwrite some files and keep others
+        print(
+            f"specbench: --run-id {store.run_id}: {store.location} already holds a run ({len(existing)} files, e.g. {existing[0]}); "
+            "choose another --run-id",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     concurrencies = list(dict.fromkeys(args.concurrency or [4]))
     load = LoadSpec(
         model=args.model,
@@ -449,9 +466,9 @@ def command_run(args: argparse.Namespace) -> int:
     runner = Runner(plan, make_engine(args.engine), store, progress=not args.no_progress)
     try:
         result = run_until_signal(runner.run())
-    except (asyncio.CancelledError, KeyboardInterrupt):
+    except (asyncio.CancelledError, KeyboardInterrupt) as stop:
         print(f"interrupted: {stored_where(store)} (requests in flight recorded as interrupted)", file=sys.stderr)
-        return EXIT_CRASHED
+        return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else EXIT_CRASHED
     except StoreError as error:
         if not store.written:
             print(f"specbench: --results {args.results}: {error}; nothing was stored there", file=sys.stderr)
@@ -572,12 +589,10 @@ def put_sweep_dashboard(name: str, body_file: Path, region: str | None) -> int:
     if problem:
         print(f"specbench: dashboard not put: {problem}; the widgets are in {body_file}", file=sys.stderr)
         return EXIT_CRASHED
-    import json
-
     import boto3
 
     try:
-        boto3.client("cloudwatch", region_name=region).put_dashboard(DashboardName=name, DashboardBody=json.dumps(body))
+        boto3.client("cloudwatch", region_name=region).put_dashboard(DashboardName=name, DashboardBody=jsonfile_dumps(body))
     except (BotoCoreError, ClientError) as error:
         print(f"specbench: dashboard not put: {error}; the widgets are in {body_file}", file=sys.stderr)
         return EXIT_CRASHED
@@ -608,6 +623,10 @@ def command_publish(args: argparse.Namespace) -> int:
     if not run_id:
         print("specbench: publish expects a run location ending in its run id", file=sys.stderr)
         return EXIT_USAGE
+    problem = name_problem(run_id)
+    if problem:
+        print(f"specbench: publish {echo(args.run)}: the run id {problem} (allowed: {allowed()})", file=sys.stderr)
+        return EXIT_USAGE
     problem = aws_problem(args.region)  # before the store: an S3 location needs the same credentials
     if problem:
         print(f"specbench: not published: {problem}", file=sys.stderr)
@@ -633,6 +652,9 @@ def report_store(run: str, results: str | None, region: str | None):  # type: ig
     text = run.rstrip("/")
     if not text:
         raise ValueError("report expects a run id or a run location")
+    problem = name_problem(text.rpartition("/")[2])
+    if problem:
+        raise ValueError(f"report {echo(run)}: the run id {problem} (allowed: {allowed()})")
     if "/" not in text:
         return RunStore(open_store(results or "results", region), text)
     if results is not None:
@@ -804,7 +826,7 @@ def command_predict(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print("\n".join(out.render(report)))
     if args.json:
-        Path(args.json).write_text(json.dumps(out.json_document(report, fit), indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(jsonfile_dumps(out.json_document(report, fit), indent=2) + "\n", encoding="utf-8")
         print(f"written: {args.json}")
     return 0
 
@@ -815,10 +837,15 @@ def checkout_context(args: argparse.Namespace) -> tuple[dict, dict] | None:
     path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
     try:
         cdk_json = read_json_file(str(path))
-        context = dict(cdk_json.get("context", {}))
-    except (JsonFileError, AttributeError) as error:
+    except JsonFileError as error:
         print(f"specbench: --cdk-json {path}: {error}", file=sys.stderr)
         return None
+    context = cdk_json.get("context", {}) if isinstance(cdk_json, dict) else None
+    if not isinstance(context, dict):
+        what = f"its context is {type(context).__name__}" if isinstance(cdk_json, dict) else f"it holds {type(cdk_json).__name__}"
+        print(f'specbench: --cdk-json {path}: expected a JSON object with a "context" object (as cdk.json), but {what}', file=sys.stderr)
+        return None
+    context = dict(context)
     for item in args.context:
         key, sep, value = item.partition("=")
         if not sep:

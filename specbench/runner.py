@@ -2,8 +2,14 @@
 every endpoint at once, read draft acceptance around it, and store everything before publishing.
 
 Storage layout of a run (``<results>/<run_id>/``):
-    run.json                        settings snapshot, parameters, status, counts (rewritten as it goes)
-    records/<case>.jsonl            every request of every endpoint, raw chunk timings included
+    run.json                        settings snapshot, parameters, status, counts, heartbeat (replaced
+                                    atomically at the start, at each test case's end, every
+                                    HEARTBEAT_S, and at the end)
+    records/<case>.jsonl            every request of every endpoint, raw chunk timings included: a line
+                                    appended as each request completes, replaced by the case's records
+                                    in order at its end (specbench/results/store.py says how, on S3 too)
+    .lock                           held while the run lives (a directory store): a reader finding it
+                                    free and run.json "running" reads the run as interrupted
     acceptance/<case>.json          per endpoint: acceptance rate, mean length, per position, or why missing
     llmperf/<endpoint>/<case>/      llmperf-format summary and individual_responses files
     publish.json, unpublished.json  what reached CloudWatch, and what did not (republish with `publish`)
@@ -12,7 +18,7 @@ Storage layout of a run (``<results>/<run_id>/``):
 from __future__ import annotations
 
 import asyncio
-import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -22,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from specbench import jsonfile
 from specbench.analysis import acceptance as acceptance_math
 from specbench.analysis import cost
 from specbench.load.endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
@@ -29,7 +36,7 @@ from specbench.load.types import Endpoint, Engine, LoadSpec, PreparedCase
 from specbench.prompts.suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
 from specbench.results import llmperf_format
 from specbench.results.records import FIGURE_DEFINITIONS, INTERRUPTED, RequestRecord, error_kinds
-from specbench.results.store import RunStore
+from specbench.results.store import HEARTBEAT_S, RunStore, StoreError
 
 Log = Callable[[str], None]
 
@@ -154,10 +161,21 @@ class Runner:
         self.run_json: dict[str, Any] = {}
         self.stored: dict[str, list[RequestRecord]] = {}  # test case -> the records in its stored file
         self.engine_failures: list[dict[str, str]] = []
+        self._run_json_lock = threading.Lock()  # the heartbeat writes run.json from a thread
 
     def _save_run(self, **changes: Any) -> None:
-        self.run_json.update(changes)
-        self.store.write("run.json", json.dumps(self.run_json, indent=2, sort_keys=True, default=str))
+        with self._run_json_lock:
+            self.run_json.update(changes, heartbeat=_now())
+            self.store.write("run.json", jsonfile.dumps(self.run_json, indent=2, sort_keys=True, default=str))
+
+    async def _heartbeat(self) -> None:
+        """run.json's heartbeat, refreshed while the run lives (how an S3 reader tells a run that died)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                await asyncio.to_thread(self._save_run)
+            except StoreError as error:  # a missed beat is not the run's failure; the next case's write says more
+                self.log(f"run.json heartbeat not stored: {error}")
 
     async def run(self) -> RunResult:
         result = RunResult(self.store.run_id, "running")
@@ -165,9 +183,13 @@ class Runner:
         self.run_json["figure_definitions"] = {**FIGURE_DEFINITIONS, **cost.FIGURE_DEFINITIONS}
         if self.plan.sweep:
             self.run_json["sweep"] = self.plan.sweep
+        lock = self.store.lock()
+        if not lock.acquire():
+            raise StoreError(f"{self.store.location} is being written by another run (its .lock is held)")
         self._save_run(
             run_id=result.run_id, status="running", started=_now(), location=self.store.location, plan=self.plan.snapshot(), cases={}
         )
+        heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             await wait_ready(list(self.plan.endpoints), self.plan.load.model, self.plan.ready_timeout_s, log=self.log)
             start = getattr(self.engine, "start", None)  # an engine's set-up (llmperf: Ray), once, before any request
@@ -187,14 +209,18 @@ class Runner:
             result.error = f"{type(error).__name__}: {error}"
             raise
         finally:
+            heartbeat.cancel()
             close = getattr(self.engine, "close", None)
             if close is not None:
                 close()
             # Counted from what is stored, cut-short test cases included, so the counts match the files.
             stored = [record for records in self.stored.values() for record in records]
             totals = {**counts(stored), "engine_failures": len(self.engine_failures)}
-            # issue 22 (faults branch): failed requests per kind (records.ERROR_KINDS), beside counts.
-            self._save_run(status=result.status, error=result.error, finished=_now(), counts=totals, error_kinds=error_kinds(stored))
+            try:
+                # issue 22: failed requests per kind (records.ERROR_KINDS), beside counts.
+                self._save_run(status=result.status, error=result.error, finished=_now(), counts=totals, error_kinds=error_kinds(stored))
+            finally:
+                lock.release()
         return result
 
     async def _run_case(self, case: TestCase, load: LoadSpec, prepared_case: tuple[PreparedCase, str]) -> CaseOutcome:
@@ -204,10 +230,13 @@ class Runner:
         before = await read_acceptance_snapshots(self.plan.endpoints, load.model)
         done: list[RequestRecord] = []
         bar = _progress_bar(key, len(self.plan.endpoints) * load.requests, self.progress)
+        # Stored as each request completes: a line appended (and flushed) before the engine goes on.
+        journal = self.store.journal(f"records/{key}.jsonl")
 
         def on_record(record: RequestRecord) -> None:
             record.load_level = level
             done.append(record)
+            journal.append(record.to_json() + "\n")
             bar.update(1)
             if not record.ok and record.error_kind != "not_sent":  # not_sent: the engine says it once
                 bar.write(f"{record.variant} {case.name} #{record.request_index}: error {record.error_code}: {record.error_msg[:120]}")
@@ -223,7 +252,9 @@ class Runner:
             )
         finally:
             bar.close()
-            # Persistence first: whatever completed is stored even if the case was cut short.
+            journal.close()
+            # Persistence first: whatever completed is stored even if the case was cut short; the
+            # journal is replaced by the case's records in order, at once.
             done.sort(key=lambda r: (r.variant, r.request_index))
             self.store.write(f"records/{key}.jsonl", "".join(record.to_json() + "\n" for record in done))
             self.stored[key] = list(done)
@@ -248,7 +279,7 @@ class Runner:
         elapsed = time.perf_counter() - started
         after = await read_acceptance_snapshots(self.plan.endpoints, load.model)
         figures = {e.name: acceptance_figures(before[e.name], after[e.name], load.model) for e in self.plan.endpoints}
-        self.store.write(f"acceptance/{key}.json", json.dumps(figures, indent=2, sort_keys=True))
+        self.store.write(f"acceptance/{key}.json", jsonfile.dumps(figures, indent=2, sort_keys=True))
         self._write_llmperf_files(key, load, done, elapsed, wall_start)
         outcome = CaseOutcome(key, done, figures, outputs_match(done))
         cases = dict(self.run_json.get("cases", {}))

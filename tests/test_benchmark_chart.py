@@ -443,6 +443,7 @@ JOB_FILES = (
     "analysis/stream_acceptance.py",  # publish: StreamAcceptanceLength where the self-check passed
     "aws_retry.py",
     "cli.py",
+    "flags.py",  # the command line's strict values
     "jsonfile.py",
     "load/__init__.py",
     "load/endpoints.py",
@@ -450,6 +451,7 @@ JOB_FILES = (
     "load/llmperf_engine.py",
     "load/native.py",
     "load/types.py",
+    "names.py",  # the one safe-name rule (run ids, endpoints, test cases)
     "outputs/__init__.py",
     "outputs/cloudwatch.py",
     "outputs/publish.py",

@@ -398,7 +398,7 @@ def test_unwritable_results_say_nothing_was_stored_there(tmp_path, capsys):
     err = capsys.readouterr().err
     assert (
         err
-        == f"specbench: --results {blocker / 'results'}: cannot write {blocker / 'results' / 'x' / 'run.json'}: Not a directory; nothing was stored there\n"
+        == f"specbench: --results {blocker / 'results'}: cannot write {blocker / 'results' / 'x' / '.lock'}: Not a directory; nothing was stored there\n"
     )
 
 

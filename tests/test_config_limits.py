@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from config import ConfigError, load_config, subnets
-from config.errors import Problem, one_line_each
+from config.errors import Problem, echo, one_line_each
 
 
 def lines(context: dict[str, object]) -> list[str]:
@@ -151,12 +151,14 @@ CASES: list[tuple[dict[str, object], list[str]]] = [
     ({"cluster.name": "1abc"}, []),
     (
         {"cluster.name": "a" * 101},
-        [f"cluster.name='{'a' * 101}': is not a valid EKS cluster name; allowed: 1-100 letters, digits, '-' or '_', starting alphanumeric"],
+        [
+            f"cluster.name={echo('a' * 101)}: is not a valid EKS cluster name; allowed: 1-100 letters, digits, '-' or '_', starting alphanumeric"
+        ],
     ),
     ({"results.dashboard_name": "a" * 255}, []),
     (
         {"results.dashboard_name": "a" * 256},
-        [f"results.dashboard_name='{'a' * 256}': is not a CloudWatch dashboard name; allowed: 1-255 of A-Z a-z 0-9 - _"],
+        [f"results.dashboard_name={echo('a' * 256)}: is not a CloudWatch dashboard name; allowed: 1-255 of A-Z a-z 0-9 - _"],
     ),
     (
         {"cluster.admin_principal_arns": "arn:aws:iam::123456789012:role/A,arn:aws:iam::123456789012:role/a"},
@@ -227,7 +229,10 @@ MESSAGES: list[tuple[dict[str, object], str]] = [
         "env.availability_zones='us-east-2a,us-east-2b,us-east-2c,us-east-2d': needs a /26 public and a /22 private subnet per AZ, more than network.vpc_cidr=10.40.0.0/20 holds (each private subnet takes a quarter of it); allowed: at most 3 AZs",
     ),
     ({"network.vpc_cidr": "10.0.0.300/16"}, "network.vpc_cidr='10.0.0.300/16': is not an IPv4 CIDR; allowed: e.g. 10.40.0.0/16"),
-    ({"network.vpc_cidr": "10.40.0.1/16"}, "network.vpc_cidr='10.40.0.1/16': is not an IPv4 CIDR; allowed: e.g. 10.40.0.0/16"),
+    (
+        {"network.vpc_cidr": "10.40.0.1/16"},
+        "network.vpc_cidr='10.40.0.1/16': has host bits set (the address is not the first of its /16); allowed: the network itself: 10.40.0.0/16",
+    ),
     ({"network.vpc_cidr": "10.0.0.0/24"}, "network.vpc_cidr='10.0.0.0/24': leaves too few pod IPs; allowed: /16 to /20"),
     ({"network.vpc_cidr": "10.0.0.0/8"}, "network.vpc_cidr='10.0.0.0/8': leaves too few pod IPs; allowed: /16 to /20"),
     (
@@ -540,7 +545,8 @@ MESSAGES: list[tuple[dict[str, object], str]] = [
         {
             "addons.neuron_scheduler_image": "registry.k8s.io/kube-scheduler@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
         },
-        "addons.neuron_scheduler_image='registry.k8s.io/kube-scheduler@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa': is not an image reference pinned by tag; allowed: registry/repository:tag",
+        f"addons.neuron_scheduler_image={echo('registry.k8s.io/kube-scheduler@sha256:' + 'a' * 64)}: "
+        "is not an image reference pinned by tag; allowed: registry/repository:tag",
     ),
     (
         {"addons.neuron_helm_chart_version": "latest"},

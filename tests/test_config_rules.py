@@ -36,7 +36,7 @@ BAD: list[tuple[dict[str, object], str, str]] = [
     ({"env.availability_zones": AZS4, "network.vpc_cidr": "10.40.0.0/20"}, "env.availability_zones", "a /26 public and a /22 private"),
     # network
     ({"network.vpc_cidr": "10.0.0.300/16"}, "network.vpc_cidr", "is not an IPv4 CIDR"),
-    ({"network.vpc_cidr": "10.40.0.1/16"}, "network.vpc_cidr", "is not an IPv4 CIDR"),
+    ({"network.vpc_cidr": "10.40.0.1/16"}, "network.vpc_cidr", "has host bits set"),
     ({"network.vpc_cidr": "10.0.0.0/24"}, "network.vpc_cidr", "/16 to /20"),
     ({"network.vpc_cidr": "10.0.0.0/8"}, "network.vpc_cidr", "/16 to /20"),
     ({"network.vpc_cidr": "224.1.0.0/16"}, "network.vpc_cidr", "multicast"),

@@ -240,21 +240,21 @@ def test_usage_only_on_the_last_chunk_gives_the_total_and_no_acceptance(tmp_path
 
 
 @pytest.mark.parametrize(
-    ("reply", "timeout", "parsed"),
+    ("reply", "timeout"),
     [
-        pytest.param(Reply("503 Service Unavailable", HTML, [b"<h1>loading</h1>"]), "30", False, id="503"),
-        pytest.param(Reply(head=b"", end="reset"), "30", False, id="resets"),
-        pytest.param(Reply(silent=True), "0.5", False, id="never-answers"),
-        pytest.param(stream(good_events()[:2], done=False), "30", True, id="truncated"),
-        pytest.param(stream([b"{oops"]), "30", True, id="malformed"),
-        pytest.param(stream(good_events(model="other")), "30", True, id="model-mismatch"),
+        pytest.param(Reply("503 Service Unavailable", HTML, [b"<h1>loading</h1>"]), "30", id="503"),
+        pytest.param(Reply(head=b"", end="reset"), "30", id="resets"),
+        pytest.param(Reply(silent=True), "0.5", id="never-answers"),
+        pytest.param(stream(good_events()[:2], done=False), "30", id="truncated"),
+        pytest.param(stream([b"{oops"]), "30", id="malformed"),
+        pytest.param(stream(good_events(model="other")), "30", id="model-mismatch"),
     ],
 )
-def test_an_endpoint_that_fails_every_request_is_stopped_and_the_other_goes_on(tmp_path, capsys, reply, timeout, parsed):
+def test_an_endpoint_that_fails_every_request_is_stopped_and_the_other_goes_on(tmp_path, capsys, reply, timeout):
     """After --max-consecutive-failures failures in a row nothing more is sent to that endpoint, in
     this test case and the next; every request not sent is a not_sent record; one line says so.
-    A failure that only parsing shows counts when the test case's streams are parsed (never while
-    streams are open: their timing comes first), so such an endpoint gets one test case's requests."""
+    Each request is parsed as it finishes (before its slot sends the next), so a failure that only
+    parsing shows (a malformed event, a truncated stream) counts as soon as a transport failure."""
     threshold, requests = 2, 4
     with FaultServer() as baseline, FaultServer(lambda ordinal: reply) as faulty:
         extra = ["--requests", str(requests), "--test-case", "counting", "--test-case", "json", "--request-timeout", timeout]
@@ -267,7 +267,7 @@ def test_an_endpoint_that_fails_every_request_is_stopped_and_the_other_goes_on(t
     assert_counts_match(records, run)
     spec = sorted((r for r in records if r.variant == "qwen-sd-vllm"), key=lambda r: (r.test_case != "counting", r.request_index))
     assert all(r.ok for r in records if r.variant == "qwen-vllm")
-    expected = requests if parsed else threshold
+    expected = threshold
     assert sent == expected  # ground truth: the server received exactly the requests before the breaker opened
     assert [r.error_kind == "not_sent" for r in spec] == [False] * expected + [True] * (2 * requests - expected)
     assert all(r.error_code == -3 and "circuit breaker" in r.error_msg for r in spec[expected:])

@@ -140,7 +140,7 @@ def test_a_single_level_run_stores_what_it_always_did(servers, tmp_path) -> None
             ["--engine", "llmperf", "--request-rate", "2"],
             "specbench: --request-rate: the llmperf engine is closed-loop only (--concurrency); use --engine native\n",
         ),
-        (["--request-rate", "0"], "error: argument --request-rate: 0: must be a number > 0\n"),
+        (["--request-rate", "0"], "error: argument --request-rate: '0': must be a number > 0\n"),
     ],
 )
 def test_bad_load_flags_are_one_line(extra, message, capsys) -> None:

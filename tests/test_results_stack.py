@@ -209,6 +209,7 @@ LAMBDA_MODULES = (
     "analysis/stream_acceptance.py",
     "analysis/theory.py",
     "aws_retry.py",
+    "jsonfile.py",
     "outputs/__init__.py",
     "outputs/dashboard.py",
     "results/__init__.py",

@@ -168,5 +168,8 @@ def test_specbench_stages_import_one_way():
             stages.setdefault(stage, set()).update(
                 m.split(".")[1] for m in imported if m.startswith("specbench.") and m.split(".")[1] != stage
             )
-    assert stages["results"] == {"prompts"} and stages["analysis"] == {"results"}
+    # Top-level leaves (modules importing nothing of the project: jsonfile.py's strict JSON writer,
+    # names.py's safe-name rule) are shared utilities, not stages: any stage may use them.
+    leaves = {name for name, imported in stages.items() if not imported and (ROOT / "specbench" / f"{name}.py").is_file()}
+    assert stages["results"] - leaves == {"prompts"} and stages["analysis"] - leaves == {"results"}
     assert find_cycles(stages) == []

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from config.errors import echo
 from specbench.prompts.suite import DEFAULT_SUITE, LLMPERF_PREAMBLE, OPEN_ENDED, STRUCTURED, SuiteError, fill_prompt, load_suite
 
 
@@ -111,5 +112,5 @@ def test_a_suite_that_is_not_a_text_file_is_one_line_on_every_path(tmp_path, cap
         assert captured.err == f"specbench: suite file {path} {message}\n"
     with pytest.raises(ConfigError) as problem:
         load_config({"benchmark.suite_file": str(path)}, {})
-    assert f"benchmark.suite_file='{path}': suite file {path} {message}; allowed: a JSON suite file" in str(problem.value)
+    assert f"benchmark.suite_file={echo(str(path))}: suite file {path} {message}; allowed: a JSON suite file" in str(problem.value)
     assert "Traceback" not in str(problem.value)

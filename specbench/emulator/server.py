@@ -21,7 +21,6 @@ emulator does not rely on that: it sleeps for relative delays towards perf_count
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import concurrent.futures
 import contextlib
@@ -46,7 +45,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from specbench import jsonfile
 from specbench.analysis import serving_model as sm
+from specbench.flags import OneLineParser, ascii_float, ascii_int, listen_port, positive_float, positive_int
 from specbench.results.records import time_per_output_token
 
 CLOCK = time.perf_counter
@@ -953,7 +954,7 @@ class _Stream:
         payload = {**self.head, "choices": choices}
         if usage:
             payload["usage"] = _usage(self.record.prompt_tokens, self.completion_tokens)
-        return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+        return f"data: {jsonfile.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
     async def role(self) -> None:
         """Chat only: vLLM's first chunk carries the role and no text."""
@@ -1158,11 +1159,11 @@ def on_serving_model(profile: EmulatorProfile, deployment: sm.Deployment, servin
 
 def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
     """``emulate``: the baseline and speculative emulators on two local ports, until Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
-    parser.add_argument("--baseline-port", type=int, default=8000)
-    parser.add_argument("--speculative-port", type=int, default=8001)
-    parser.add_argument("--time-scale", type=float, default=1.0, help="multiply every duration (0.1 runs ten times faster)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = OneLineParser(prog="emulate", description="Serve emulated vLLM endpoints (baseline and speculative) locally.")
+    parser.add_argument("--baseline-port", type=listen_port, default=8000)
+    parser.add_argument("--speculative-port", type=listen_port, default=8001)
+    parser.add_argument("--time-scale", type=positive_float, default=1.0, help="multiply every duration (0.1 runs ten times faster)")
+    parser.add_argument("--seed", type=ascii_int, default=0)
     parser.add_argument("--legacy-gauges", action="store_true", help="expose vLLM V0's speculative metrics")
     parser.add_argument(
         "--no-spec-metrics",
@@ -1171,7 +1172,7 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
     )
     parser.add_argument(
         "--coalesce-chunks",
-        type=int,
+        type=ascii_int,
         default=0,
         help="send every N content chunks as one event, as a buffering proxy would (0: one per step)",
     )
@@ -1179,10 +1180,10 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
         "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
     )
     # Sweeps (scripts/demo_sweep.py): one speculative server per k, each with the same draft cost.
-    parser.add_argument("--speculative-k", type=int, default=None, help="the speculative server's k (default: 7)")
-    parser.add_argument("--draft-cost-ratio", type=float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
+    parser.add_argument("--speculative-k", type=ascii_int, default=None, help="the speculative server's k (default: 7)")
+    parser.add_argument("--draft-cost-ratio", type=ascii_float, default=None, help="c, a draft step's cost in target steps (default: 0.08)")
     # Batching (issue 26): every emulator batches; step times come from the serving model with one of these two.
-    parser.add_argument("--max-num-seqs", type=int, default=None, help="the batch limit, as vLLM's --max-num-seqs (default: 4)")
+    parser.add_argument("--max-num-seqs", type=positive_int, default=None, help="the batch limit, as vLLM's --max-num-seqs (default: 4)")
     parser.add_argument(
         "--serving-model",
         action="store_true",

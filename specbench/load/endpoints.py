@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from specbench import jsonfile
 from specbench.load.types import Endpoint
 
 
@@ -72,7 +73,7 @@ async def fetch_metrics(session: aiohttp.ClientSession, endpoint: Endpoint) -> t
 
 
 def tokenize_request(endpoint: Endpoint, model: str, text: str) -> tuple[str, bytes]:
-    return endpoint.url.rstrip("/") + "/tokenize", json.dumps({"model": model, "prompt": text, "add_special_tokens": False}).encode()
+    return endpoint.url.rstrip("/") + "/tokenize", jsonfile.dumps({"model": model, "prompt": text, "add_special_tokens": False}).encode()
 
 
 async def count_tokens_async(session: aiohttp.ClientSession, endpoint: Endpoint, model: str, text: str, timeout_s: float = 30.0) -> int:

@@ -9,8 +9,10 @@ Every stream shares one event loop, so anything the loop does between a chunk's 
 timestamp is lag. The design keeps that path to a timestamp and an append:
 - before the run: the request body is encoded once, every request's headers and record built;
 - while streams are open: each read is stamped and kept raw; nothing is parsed;
-- after every stream of this engine is closed (both endpoints of a test case share the engine):
-  the raw bytes are parsed, metrics computed, records handed to ``on_record``.
+- as each request finishes, its record is parsed and handed to ``on_record`` (the runner stores it
+  before the slot sends its next request: a killed run keeps it); only a stream without usage,
+  whose tokens /tokenize must count, waits until every stream of this engine is closed (both
+  endpoints of a test case share the engine).
 Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
 """
 
@@ -32,6 +34,7 @@ from typing import Any
 
 import aiohttp
 
+from specbench import jsonfile
 from specbench.load.endpoints import count_tokens_async
 from specbench.load.types import Endpoint, LoadSpec, OnRecord, PreparedCase
 from specbench.results.records import (
@@ -485,12 +488,6 @@ def not_sent(raw: RawStream, endpoint: Endpoint, breaker: CircuitBreaker) -> Non
     raw.finished = True
 
 
-def _why(raw: RawStream) -> str:
-    if raw.error is not None:
-        return f"{raw.error.kind}: {raw.error}"
-    return "" if raw.done_seen else "truncated: the stream ended before [DONE]"
-
-
 class NativeEngine:
     name = "native"
 
@@ -531,7 +528,7 @@ class NativeEngine:
         # Every body encoded before the clock starts anywhere (once for a text case: they are all the same).
         distinct = len(prepared.case.items) or 1
         bodies = [request_body(prepared, load, index) for index in range(min(distinct, load.requests))]
-        payloads = [json.dumps(body).encode("utf-8") for _, body in bodies]
+        payloads = [jsonfile.dumps(body).encode("utf-8") for _, body in bodies]
         url = endpoint.api_base + bodies[0][0]
         raws = [
             RawStream(
@@ -564,6 +561,7 @@ class NativeEngine:
         limit, read_limit = stream_size_limit(load.max_tokens), stream_read_limit(load.max_tokens)
         breaker = self.breaker(endpoint, load)
         started: list[RawStream] = []
+        handed: list[RequestRecord] = []  # records handed over as their request finished
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         try:
             async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
@@ -586,15 +584,12 @@ class NativeEngine:
                             return
                         payload = payloads[index % len(payloads)]
                         await self.collect(session, url, payload, headers[index], timeout, raw, limit, read_limit)
-                        # Known at once: a transport failure, or a clean end. Faults that only parsing
-                        # shows (a malformed event, inconsistent usage) and streams that ended without
-                        # a [DONE] seen count when the case is parsed: parsing waits until no stream is open.
-                        if (raw.error is not None or raw.done_seen) and breaker.feed(raw.error is None, _why(raw)):
-                            self._opened.append(endpoint.name)
+                        self._hand_over(raw, started, handed, on_record, endpoint, breaker)  # stored before the slot's next request
 
                 await asyncio.gather(*(one(index) for index in range(load.requests)))
                 await self._until_quiet()
-                return await self._deliver(started, session, endpoint, load, on_record)
+                rest = await self._deliver(started, session, endpoint, load, on_record)
+                return sorted(handed + rest, key=lambda r: r.request_index)
         except BaseException:
             # Cancelled (SIGTERM) or crashed: every request that was sent still gets its record,
             # those in flight as interrupted, and no further I/O (no /tokenize) is attempted.
@@ -609,6 +604,36 @@ class NativeEngine:
                     )
                 on_record(record)
             raise
+
+    def _hand_over(
+        self,
+        raw: RawStream,
+        started: list[RawStream],
+        handed: list[RequestRecord],
+        on_record: OnRecord,
+        endpoint: Endpoint,
+        breaker: CircuitBreaker,
+    ) -> None:
+        """A finished request's record handed over at once (the runner stores it, issue 22: a run
+        killed later keeps it) and its outcome fed to the endpoint's circuit breaker, unless its
+        tokens must still be counted with /tokenize (no usage in the stream: that waits for
+        _deliver, after every stream is closed). The price: parsing a finished 600-chunk stream
+        holds the loop a few milliseconds once per request, so a chunk of another stream arriving
+        meanwhile is stamped that much later (docs/performance.md)."""
+        record, state = digest(raw)
+        if state is None:
+            started.remove(raw)  # delivered: neither _deliver nor the interrupted path sees it again
+            handed.append(record)
+            self._feed(breaker, endpoint, record)
+            on_record(record)
+
+    def _feed(self, breaker: CircuitBreaker, endpoint: Endpoint, record: RequestRecord) -> None:
+        """A parsed request's outcome to the breaker (requests never sent or cut by the run's end do not count)."""
+        if record.error_kind in ("not_sent", "interrupted"):
+            return
+        why = "" if record.ok else f"{record.error_kind}: {record.error_msg}"
+        if breaker.feed(record.ok, why) and endpoint.name not in self._opened:
+            self._opened.append(endpoint.name)
 
     async def _deliver(
         self, started: list[RawStream], session: aiohttp.ClientSession, endpoint: Endpoint, load: LoadSpec, on_record: OnRecord
@@ -635,10 +660,7 @@ class NativeEngine:
                         "tokenize_failed",
                         f"no usage in the stream and /tokenize failed: {type(error).__name__}: {error}",
                     )
-            # Outcomes only parsing tells: a fault in a stream that looked whole, or a stream whose end was unseen.
-            unseen = raw.error is None and (not raw.done_seen or not record.ok) and record.error_kind not in ("not_sent", "interrupted")
-            if unseen and breaker.feed(record.ok, f"{record.error_kind}: {record.error_msg}"):
-                self._opened.append(endpoint.name)
+            self._feed(breaker, endpoint, record)
             on_record(record)
             records.append(record)
         if endpoint.name in self._opened:

@@ -357,7 +357,7 @@ def datum_size(datum: dict[str, Any], skeleton_sizes: dict[str, int] | None = No
     for key in ("Values", "Counts"):
         if key in datum:
             try:
-                text = json.dumps(datum[key])
+                text = json.dumps(datum[key])  # a size, as botocore writes it (NaN too): nothing is written here
             except TypeError:
                 return _alone(datum)
             if "N" in text or "I" in text:  # NaN, Infinity: never in a finite number's JSON

@@ -19,12 +19,12 @@ Standard library only (the aggregation Lambda ships it).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench import jsonfile
 from specbench.analysis import aggregate, cost
 from specbench.analysis.aggregate import RunSummary, cross_stack_note
 from specbench.analysis.stats import format_interval
@@ -112,7 +112,7 @@ def body(
 
 
 def to_json(dashboard: Mapping[str, Any]) -> str:
-    return json.dumps(dashboard, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    return jsonfile.dumps(dashboard, separators=(",", ":"), sort_keys=True)
 
 
 # --- markdown ------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ specbench/analysis/serving_model.py and prediction.py; this module reads runs an
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,7 +15,7 @@ from specbench.analysis import serving_model as sm
 from specbench.analysis import theory
 from specbench.analysis.prediction import PredictionReport, headroom
 from specbench.analysis.sweep import CONCURRENCY, Point, point_acceptance
-from specbench.jsonfile import JsonFileError, read_json_file
+from specbench.jsonfile import JsonFileError, dumps, read_json_file
 from specbench.results.records import RequestRecord
 
 WRITEUP = "writeup"  # --calibrate's name for the write-up's two published figures
@@ -181,7 +180,7 @@ def render_fit(fit: sm.Fit, points: Sequence[sm.MeasuredPoint]) -> list[str]:
 
 def save_profile(path: Path, fit: sm.Fit, deployment: sm.Deployment) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(sm.profile_document(fit.profile, deployment, fit), indent=2) + "\n", encoding="utf-8")
+    path.write_text(dumps(sm.profile_document(fit.profile, deployment, fit), indent=2) + "\n", encoding="utf-8")
 
 
 def read_profile(path: str, base: sm.Profile) -> tuple[sm.Profile, sm.Deployment | None]:

@@ -9,6 +9,7 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
+from specbench import jsonfile
 from specbench.analysis import cost, stream_acceptance
 from specbench.outputs import cloudwatch
 from specbench.results.records import RequestRecord
@@ -96,8 +97,8 @@ def publish_run(
         run = json.loads(store.read("run.json")) if store.keys("run.json") else None
         datums = run_datums(load_records(store), load_acceptance(store), run)
     report = cloudwatch.publish(client or cloudwatch.make_client(region), namespace, datums)
-    store.write("publish.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
-    store.write("unpublished.json", json.dumps([batch.to_dict() for batch in report.failed], indent=2, default=str))
+    store.write("publish.json", jsonfile.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
+    store.write("unpublished.json", jsonfile.dumps([batch.to_dict() for batch in report.failed], indent=2, default=str))
     return report
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specbench import jsonfile
 from specbench.analysis.cost import NodePrice, describe_cost
 from specbench.analysis.stats import Interval, format_interval
 from specbench.analysis.sweep import METRIC_TITLES, TPOT, ClassAnalysis, Point, SweepAnalysis, points_from_run
@@ -325,6 +326,6 @@ def write_report(analysis: SweepAnalysis, out_dir: Path, charts: bool = True) ->
         "dashboard": out_dir / "sweep-widgets.json",
     }
     written["markdown"].write_text(markdown(analysis, {name: path.name for name, path in drawn.items()}), encoding="utf-8")
-    written["json"].write_text(json.dumps(analysis.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    written["dashboard"].write_text(json.dumps({"widgets": dashboard_widgets(analysis)}, indent=2) + "\n", encoding="utf-8")
+    written["json"].write_text(jsonfile.dumps(analysis.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written["dashboard"].write_text(jsonfile.dumps({"widgets": dashboard_widgets(analysis)}, indent=2) + "\n", encoding="utf-8")
     return {**written, **drawn}

@@ -36,8 +36,8 @@ FORMATS = ("jsonl", "json")
 ROLES = ("system", "user", "assistant")
 FETCH_TIMEOUT_S = 60.0
 MAX_BYTES = 64 * 1024 * 1024  # a prompt file larger than this is not what a suite should name
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX40 = re.compile(r"^[0-9a-f]{40}\Z", re.ASCII)
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z", re.ASCII)
 SOURCE_FIELDS = (
     "hub",
     "github",
@@ -117,7 +117,7 @@ def parse_source(name: str, data: Any, where: str) -> DatasetSource:
     if len(kinds) != 1:
         raise DatasetError(f"{at}: name exactly one of hub (a Hugging Face dataset id), github (owner/name) or url; got {kinds or 'none'}")
     if kinds[0] in ("hub", "github"):
-        if not re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", data[kinds[0]]):
+        if not re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z", data[kinds[0]], re.ASCII):
             raise DatasetError(f"{at}.{kinds[0]}: {data[kinds[0]]!r} must be OWNER/NAME")
         if not _HEX40.match(data.get("revision", "")):
             raise DatasetError(f"{at}.revision: {data.get('revision')!r} must be a full 40-hex commit (a pinned revision, not a branch)")

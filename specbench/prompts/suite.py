@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import json
 import pkgutil
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from specbench.jsonfile import JsonFileError, read_json_file
+from specbench.names import allowed, echo, name_problem
 from specbench.prompts import datasets
 
 STRUCTURED = "structured"
@@ -42,7 +42,7 @@ OPEN_ENDED = "open-ended"
 DATASET_CLASSES = ("multi-turn", "translation", "summarization", "qa", "math-reasoning", "rag", "code", "json")
 PROMPT_CLASSES = (STRUCTURED, OPEN_ENDED, *DATASET_CLASSES)
 CASE_FIELDS = ("name", "prompt_class", "text", "dataset", "categories", "sample", "max_tokens", "template")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # fits a CloudWatch dimension and a file name
+MAX_CASE_NAME = 64  # a test case's name: a CloudWatch dimension and a file name (specbench/names.py)
 
 
 class SuiteError(ValueError):
@@ -163,8 +163,9 @@ def _parse_case(item: Any, where: str, sources: set[str]) -> TestCase:
     if unknown:
         raise SuiteError(f"{where}: unknown field {', '.join(unknown)}; allowed: {', '.join(CASE_FIELDS)}")
     name, prompt_class, text = item.get("name"), item.get("prompt_class"), item.get("text")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise SuiteError(f"{where}.name: {name!r} must be 1-64 characters of letters, digits, '_', '.', '-', starting alphanumeric")
+    problem = name_problem(name, MAX_CASE_NAME)
+    if problem:
+        raise SuiteError(f"{where}.name: {echo(name)} must be {allowed(MAX_CASE_NAME)} (it {problem})")
     if prompt_class not in PROMPT_CLASSES:
         raise SuiteError(f"{where}.prompt_class: {prompt_class!r} is not allowed; allowed: {', '.join(PROMPT_CLASSES)}")
     max_tokens = item.get("max_tokens")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specbench.prompts.suite import DEFAULT_SUITE, NAME_PATTERN, PROMPT_CLASSES
+from specbench import jsonfile
+from specbench.names import check_name
+from specbench.prompts.suite import DEFAULT_SUITE, MAX_CASE_NAME, PROMPT_CLASSES
 from specbench.results.llmperf_format import LlmperfFormatError, parse_individual_responses, parse_summary, records_from_rows
 from specbench.results.records import read_jsonl
 from specbench.results.store import RunStore
@@ -36,8 +38,7 @@ def prompt_class_of(test_case: str, given: str | None) -> str:
 def import_llmperf(directory: Path, store: RunStore, *, variant: str, test_case: str, prompt_class: str | None = None) -> int:
     """Import one llmperf results directory; returns the number of requests imported."""
     for name, value in (("--variant", variant), ("--test-case", test_case)):
-        if not NAME_PATTERN.match(value):
-            raise ValueError(f"{name} {value!r} must be 1-64 characters of letters, digits, '_', '.', '-'")
+        check_name(value, name, MAX_CASE_NAME)
     klass = prompt_class_of(test_case, prompt_class)
     found = sorted(directory.glob(f"*{INDIVIDUAL}"))
     if len(found) != 1:
@@ -75,5 +76,5 @@ def import_llmperf(directory: Path, store: RunStore, *, variant: str, test_case:
             "output_tokens": summary.get("mean_output_tokens"),
         }
     )
-    store.write("run.json", json.dumps(run, indent=2, sort_keys=True, default=str))
+    store.write("run.json", jsonfile.dumps(run, indent=2, sort_keys=True, default=str))
     return len(records)

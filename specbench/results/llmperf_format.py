@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from specbench import jsonfile
 from specbench.results.records import CLIENT_ERROR, COUNT_FROM_LLAMA2, RequestRecord, time_per_output_token
 
 RESULTS_VERSION = "2023-08-31"  # llmperf's own results version string
@@ -162,8 +163,8 @@ def result_files(records: list[RequestRecord], run: LlmperfRun) -> dict[str, str
     """File name -> JSON text of both llmperf files for one (variant, test case)."""
     rows = [individual_response(record) for record in records]
     return {
-        f"{run.stem}_summary.json": json.dumps(summary(rows, run), indent=4, default=str),
-        f"{run.stem}_individual_responses.json": json.dumps(rows, indent=4),
+        f"{run.stem}_summary.json": jsonfile.dumps(summary(rows, run), indent=4, default=str),
+        f"{run.stem}_individual_responses.json": jsonfile.dumps(rows, indent=4),
     }
 
 

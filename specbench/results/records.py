@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from specbench import jsonfile
+
 # Where the token counts came from, kept in every record so a reader can tell exact from estimated.
 COUNT_FROM_USAGE = "usage"  # vLLM continuous usage statistics: the served model's own tokenizer
 COUNT_FROM_TOKENIZER = "tokenizer"  # the served model's tokenizer, asked after the request
@@ -134,7 +136,7 @@ class RequestRecord:
         for optional in ("load_level", "error_kind"):
             if not data[optional]:
                 del data[optional]
-        return json.dumps(data, separators=(",", ":"))
+        return jsonfile.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specbench.results.records import RequestRecord, read_jsonl
+from specbench.results.store import effective_status
 
 
 class RunFiles:
@@ -43,4 +44,7 @@ def load_run(store: Any) -> RunFiles:
     folder is listed once."""
     keys = store.keys()
     run = json.loads(store.read("run.json")) if "run.json" in keys else {}
+    status = effective_status(run, store) if isinstance(run, dict) else ""
+    if run and status != run.get("status"):  # "running", but its writer is gone: killed (issue 22)
+        run = {**run, "status": status, "error": run.get("error") or "the run's process ended before it finished (killed?)"}
     return RunFiles(run, load_records(store, keys), load_acceptance(store, keys), keys)

@@ -13,12 +13,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.names import echo
+
 BASELINE = "baseline"
 # The baseline runs again in the last wave (drift); its points carry this after the variant name.
 REPEAT = "last"
 LOAD_KINDS = ("concurrency", "rate")
 # Sweep ids and variant names become Kubernetes names and S3 key parts: DNS labels.
-NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,10 @@ def sweep_metadata(sweep_id: str, point: str, wave: int, variant: SweepVariant, 
 
 def parse_sweep_point(sweep_id: str, text: str) -> dict[str, Any]:
     """``--sweep-id`` and ``--sweep-point`` -> the run's ``sweep`` object; ValueError names the flag and what is wrong."""
-    if not NAME.match(sweep_id):
-        raise ValueError(f"--sweep-id {sweep_id!r}: expected a DNS label (1-63 lowercase letters, digits or '-', starting with a letter)")
+    if not NAME.fullmatch(sweep_id):
+        raise ValueError(
+            f"--sweep-id {echo(sweep_id)}: expected a DNS label (1-63 lowercase letters, digits or '-', starting with a letter)"
+        )
     try:
         point = json.loads(text)
     except json.JSONDecodeError as error:
@@ -83,12 +87,14 @@ def parse_sweep_point(sweep_id: str, text: str) -> dict[str, Any]:
     if missing:
         raise ValueError(f"--sweep-point: missing {', '.join(missing)}")
     variant, load = point["variant"], point["load"]
-    if not isinstance(point["point_id"], str) or not NAME.match(point["point_id"]):
-        raise ValueError(f"--sweep-point: point_id {point['point_id']!r} is not a DNS label")
+    if not isinstance(point["point_id"], str) or not NAME.fullmatch(point["point_id"]):
+        raise ValueError(f"--sweep-point: point_id {echo(point['point_id'])} is not a DNS label")
     if type(point["wave"]) is not int or point["wave"] < 0:
         raise ValueError(f"--sweep-point: wave {point['wave']!r} is not a whole number >= 0")
     if not isinstance(variant, dict) or not isinstance(variant.get("name"), str) or type(variant.get("k", 0)) is not int:
         raise ValueError('--sweep-point: variant must be {"name": text, "draft_model": text, "k": whole number, "method": text}')
+    if not NAME.fullmatch(variant["name"]):
+        raise ValueError(f"--sweep-point: variant.name {echo(variant['name'])} is not a DNS label")
     if not isinstance(load, dict) or load.get("kind") not in LOAD_KINDS:
         raise ValueError(f"--sweep-point: load.kind must be one of {', '.join(LOAD_KINDS)}")
     value = load.get("value")

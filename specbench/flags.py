@@ -1,0 +1,108 @@
+"""Command-line values, parsed strictly: one line naming the flag and what is allowed, exit 2.
+Standard library only; ``specbench`` (cli.py) and ``specbench emulate`` (emulator/server.py) share it.
+
+Numbers are ASCII and finite: Python's int() and float() accept Unicode digits (``int("５")`` is 5),
+``nan``, ``inf`` and ``1_000``, none of which a person means, and a NaN or an infinity could not be
+stored as JSON. A timeout is > 0 (0 must never mean "no timeout"), a port 1-65535.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from typing import NoReturn
+
+from specbench.names import allowed, echo, name_problem
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors in one line (the flag, the value, what is allowed), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")  # 2: bad arguments, as every command
+
+
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def ascii_int(text: str) -> int:
+    if not _INT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a whole number (ASCII digits)")
+    return int(text)
+
+
+def ascii_float(text: str) -> float:
+    """A finite number in ASCII digits: never NaN or infinite (JSON could not store it)."""
+    if not _FLOAT.fullmatch(text) or not math.isfinite(value := float(text)):
+        raise argparse.ArgumentTypeError(f"{echo(text)}: expected a finite number (ASCII digits, e.g. 0.5)")
+    return value
+
+
+def safe_name(text: str) -> str:
+    """A run id, a service or test case: specbench/names.py's rule."""
+    problem = name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: {problem} (allowed: {allowed()})")
+    return text
+
+
+def positive_int(text: str) -> int:
+    value = ascii_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = ascii_int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a whole number >= 0")
+    return value
+
+
+def port(text: str) -> int:
+    value = ascii_int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: a TCP port is 1-65535")
+    return value
+
+
+def listen_port(text: str) -> int:
+    """A port to listen on: 1-65535, or 0 for any free one (the OS picks; the server prints it)."""
+    value = ascii_int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: a TCP port is 1-65535 (0: any free port)")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = ascii_float(text)
+    except argparse.ArgumentTypeError:
+        value = math.nan
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a number > 0")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A timeout: finite and > 0 (0 must never mean "no timeout")."""
+    try:
+        value = ascii_float(text)
+    except argparse.ArgumentTypeError:
+        value = math.nan
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a number of seconds > 0 (finite)")
+    return value
+
+
+def temperature(text: str) -> float:
+    try:
+        value = ascii_float(text)
+    except argparse.ArgumentTypeError:
+        value = math.nan
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a finite number >= 0 (0 is greedy)")
+    return value
