@@ -114,6 +114,10 @@ class RunSummary:
     draft_cost_ratio: float = 0.1
     verdict: str = ""
     notes: list[str] = field(default_factory=list)
+    # Services of the run without one usable request -> why (none stored, every request failed, ...).
+    missing_services: dict[str, str] = field(default_factory=dict)
+    # What the readers left out and why (specbench.results.runfiles.data_quality); empty: not read from files.
+    data_quality: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return stats.json_safe(asdict(self))
@@ -137,8 +141,10 @@ def summarize_run(
     draft_cost_ratio: float = 0.1,
     resamples: int = 2000,
     confidence: float = 0.95,
+    data_quality: Mapping[str, Any] | None = None,
 ) -> RunSummary:
-    """Summarize one run. ``acceptance`` is test case -> endpoint -> figures (acceptance/<case>.json)."""
+    """Summarize one run. ``acceptance`` is test case -> endpoint -> figures (acceptance/<case>.json);
+    ``data_quality`` what the readers left out (specbench.results.runfiles.RunFiles.quality)."""
     run = run or {}
     plan = run.get("plan") or {}
     deployment = plan.get("deployment") or {}
@@ -164,9 +170,11 @@ def summarize_run(
         classes.append(builder.build(prompt_class, "prompt class", prompt_class, pooled, [acceptance.get(case, {}) for case in members]))
 
     missing = [case for case in expected_cases if case not in by_case]
+    quality = dict(data_quality or {})
+    gaps = service_gaps([base, *speculative], records, quality.get("by_service") or {})
     if not records:
         completeness = NO_DATA
-    elif missing or run.get("status", "completed") not in FINISHED or not all(group.complete for group in cases):
+    elif missing or gaps or run.get("status", "completed") not in FINISHED or not all(group.complete for group in cases):
         completeness = PARTIAL
     else:
         completeness = COMPLETE
@@ -185,9 +193,47 @@ def summarize_run(
         started=str(run.get("started", "")),
         finished=str(run.get("finished", "")),
         draft_cost_ratio=draft_cost_ratio,
-        notes=_notes(run, cases, missing),
+        notes=_notes(run, cases, missing) + _quality_notes(quality),
+        missing_services=gaps,
+        data_quality=quality,
     )
     return _with_verdict(summary)
+
+
+def service_gaps(variants: Sequence[str], records: Sequence[RequestRecord], skipped_by_service: Mapping[str, int]) -> dict[str, str]:
+    """Each service of the run without one successful request, and why: nothing stored, records
+    left out by the readers, or every request failed (the most common errors named)."""
+    by_variant = _group_by(records, lambda r: r.variant)
+    gaps = {}
+    for variant in variants:
+        mine = by_variant.get(variant, [])
+        if any(r.ok for r in mine):
+            continue
+        skipped = skipped_by_service.get(variant, 0)
+        left_out = f"; {skipped} of its stored records left out as unreadable or impossible" if skipped else ""
+        if not mine:
+            gaps[variant] = "no request stored" + left_out
+            continue
+        errors: dict[tuple[Any, str], int] = {}
+        for record in mine:
+            key = (record.error_code, " ".join(str(record.error_msg).split())[:80])
+            errors[key] = errors.get(key, 0) + 1
+        common = sorted(errors.items(), key=lambda item: (-item[1], str(item[0])))
+        described = "; ".join(f"{count}x error {code}" + (f" ({msg})" if msg else "") for (code, msg), count in common[:3])
+        more = f"; {len(common) - 3} other errors" if len(common) > 3 else ""
+        gaps[variant] = f"all {len(mine)} requests failed: {described}{more}{left_out}"
+    return gaps
+
+
+def _quality_notes(quality: Mapping[str, Any]) -> list[str]:
+    if not quality.get("skipped"):
+        return []
+    kinds = ", ".join(f"{count} {kind}" for kind, count in (quality.get("by_kind") or {}).items())
+    first = (quality.get("skips") or [""])[0]
+    return [
+        f"data quality: {quality.get('records_skipped', 0)} of {quality.get('record_lines', 0)} stored records and "
+        f"{quality['skipped'] - quality.get('records_skipped', 0)} other file parts left out ({kinds}); first: {first}"
+    ]
 
 
 class _GroupBuilder:
@@ -327,6 +373,9 @@ def verdict(summary: RunSummary) -> str:
     """One line: per prompt class, the headline (end-to-end) speedup with its CI, and whether it is clear."""
     if summary.completeness == NO_DATA:
         return "No data yet: no benchmark request has been stored for this run."
+    if summary.missing_services and all(v in summary.missing_services for v in [summary.baseline, *summary.speculative]):
+        why = "; ".join(f"{v}: {reason}" for v, reason in summary.missing_services.items())
+        return f"PARTIAL: no usable result from any service ({why})."
     if not summary.speculative:
         return f"Only the baseline ({summary.baseline}) has results: nothing to compare."
     parts = []

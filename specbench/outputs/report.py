@@ -207,7 +207,25 @@ def banner(summary: RunSummary) -> str:
     if summary.completeness == NO_DATA:
         return f"NO DATA: no benchmark request has been stored for this run (status: {summary.status})."
     missing = f"; no results yet for {', '.join(summary.missing_test_cases)}" if summary.missing_test_cases else ""
-    return f"PARTIAL: this run is incomplete (status: {summary.status}{missing}). The figures cover what was stored."
+    services = "".join(f"; no usable result from {name}: {why}" for name, why in summary.missing_services.items())
+    return f"PARTIAL: this run is incomplete (status: {summary.status}{missing}{services}). The figures cover what was stored."
+
+
+def data_quality_table(summary: RunSummary) -> Table | None:
+    """What the readers left out of the stored files (specbench.results.runfiles), counted by kind and
+    file, then the first skipped lines with their reason; None when nothing was left out."""
+    quality = summary.data_quality
+    if not quality.get("skipped"):
+        return None
+    rows = [
+        ("records used", f"{quality.get('records_used', 0)} of {quality.get('record_lines', 0)} stored lines"),
+        *((f"left out: {kind}", str(count)) for kind, count in (quality.get("by_kind") or {}).items()),
+        *((f"in {name}", str(count)) for name, count in (quality.get("by_file") or {}).items()),
+        *(("skipped", line) for line in quality.get("skips") or []),
+    ]
+    if quality["skipped"] > len(quality.get("skips") or []):
+        rows.append(("skipped", f"... {quality['skipped'] - len(quality.get('skips') or [])} more, counted above"))
+    return Table(("Data quality", "Value"), rows)
 
 
 def how_to_read(summary: RunSummary) -> list[str]:
@@ -297,6 +315,8 @@ def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             parts.append(f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}"><figcaption>{_e(title)}</figcaption></figure>')
         parts += ["<h2>Latency per service</h2>", html_table(latency_table(summary))]
+    if data_quality_table(summary):
+        parts += ["<h2>Data quality</h2>", html_table(data_quality_table(summary))]  # type: ignore[arg-type]
     if summary.notes:
         parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{_e(note)}</li>" for note in summary.notes) + "</ul>"]
     if summary.completeness != NO_DATA:
@@ -348,6 +368,8 @@ def render_markdown(summary: RunSummary, charts: Mapping[str, Path]) -> str:
         parts += ["## Charts"] if charts else []
         parts += [f"![{_m(title)}]({path.name})\n\n*{_m(title)}*" for _, title, path in _charts_in_order(charts)]
         parts += ["## Latency per service", markdown_table(latency_table(summary))]
+    if data_quality_table(summary):
+        parts += ["## Data quality", markdown_table(data_quality_table(summary))]  # type: ignore[arg-type]
     if summary.notes:
         parts += ["## Notes", "\n".join(f"- {_m(note)}" for note in summary.notes)]
     if summary.completeness != NO_DATA:
