@@ -174,7 +174,7 @@ def summarize_run(
     gaps = service_gaps([base, *speculative], records, quality.get("by_service") or {})
     if not records:
         completeness = NO_DATA
-    elif missing or gaps or run.get("status", "completed") not in FINISHED or not all(group.complete for group in cases):
+    elif missing or gaps or run_damaged(quality) or run.get("status", "completed") not in FINISHED or not all(g.complete for g in cases):
         completeness = PARTIAL
     else:
         completeness = COMPLETE
@@ -198,6 +198,11 @@ def summarize_run(
         data_quality=quality,
     )
     return _with_verdict(summary)
+
+
+def run_damaged(quality: Mapping[str, Any]) -> bool:
+    """A run.json the readers could not take whole: what the run planned is not known, so not complete."""
+    return bool((quality.get("by_file") or {}).get("run.json"))
 
 
 def service_gaps(variants: Sequence[str], records: Sequence[RequestRecord], skipped_by_service: Mapping[str, int]) -> dict[str, str]:

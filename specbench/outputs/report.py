@@ -16,7 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.aggregate import COMPLETE, LATENCY_METRICS, NO_DATA, SPEEDUP_ORDER, Comparison, Group, RunSummary, cross_stack_note
+from specbench.analysis.aggregate import (
+    COMPLETE,
+    LATENCY_METRICS,
+    NO_DATA,
+    SPEEDUP_ORDER,
+    Comparison,
+    Group,
+    RunSummary,
+    cross_stack_note,
+    run_damaged,
+)
 from specbench.analysis.stats import Interval, format_interval
 from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name
 
@@ -208,6 +218,7 @@ def banner(summary: RunSummary) -> str:
         return f"NO DATA: no benchmark request has been stored for this run (status: {summary.status})."
     missing = f"; no results yet for {', '.join(summary.missing_test_cases)}" if summary.missing_test_cases else ""
     services = "".join(f"; no usable result from {name}: {why}" for name, why in summary.missing_services.items())
+    services += "; run.json is damaged (see Data quality)" if run_damaged(summary.data_quality) else ""
     return f"PARTIAL: this run is incomplete (status: {summary.status}{missing}{services}). The figures cover what was stored."
 
 
