@@ -414,7 +414,8 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         if args.run:
             store = report_store(args.run, None, args.region)
             files = load_run(store)
-            print_skipped([files])
+            read = [files]
+            print_skipped(read)
             points, where, name = points_from_run(files.run, files.records, files.acceptance, store.location), store.location, store.run_id
             runs = [files.run]
         else:
@@ -426,7 +427,8 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
     if not points:
-        print(f"specbench: no sweep point stored under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
+        what = "no usable sweep point (the damaged ones are listed above)" if any(f.skipped for f in read) else "no sweep point stored"
+        print(f"specbench: {what} under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
         return EXIT_USAGE
     started = time.perf_counter()
     analysis = analyze_sweep(

@@ -389,7 +389,8 @@ def verdict(summary: RunSummary) -> str:
             label = group.name if len(summary.speculative) == 1 else f"{group.name} ({comparison.variant})"
             parts.append(f"{label} {describe_speedup(comparison.headline)}")
     prefix = "PARTIAL: " if summary.completeness == PARTIAL else ""
-    return f"{prefix}Speculative decoding, end-to-end: " + "; ".join(parts) + "."
+    gaps = "".join(f" No usable result from {v}: {why}." for v, why in summary.missing_services.items())
+    return f"{prefix}Speculative decoding, end-to-end: " + "; ".join(parts) + "." + gaps
 
 
 def describe_speedup(interval: stats.Interval) -> str:
