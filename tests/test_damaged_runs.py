@@ -147,6 +147,21 @@ def test_impossible_values_never_reach_a_speedup_or_cloudwatch(tmp_path):
     assert publish.run_datums([bad], {}) == []
 
 
+def test_import_llmperf_refuses_to_rewrite_a_damaged_records_file(tmp_path, capsys):
+    """import-llmperf rewrites records/<case>.jsonl with the other services' records: a line it cannot
+    read would be lost, so it stops and names it."""
+    store, run_dir = damaged_run(tmp_path, damage.DAMAGES[0])
+    before = (run_dir / damage.RECORDS).read_bytes()
+    folder = tmp_path / "llmperf"
+    folder.mkdir()
+    (folder / "m_64_600_individual_responses.json").write_text("[]")
+    args = ["import-llmperf", str(folder), "--variant", "other", "--test-case", "counting", "--results", str(tmp_path / "results")]
+    assert cli.main([*args, "--run-id", damage.RUN_ID]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{damage.RUN_ID}/records/counting.jsonl:8: not valid JSON" in err and "repair or move it first" in err
+    assert (run_dir / damage.RECORDS).read_bytes() == before
+
+
 # --- every truncation of a small run -------------------------------------------------------------
 
 
@@ -406,9 +421,8 @@ def test_sweep_report_skips_damaged_lines_and_points_it_cannot_place(tmp_path, c
 # --- any damage: nothing raises, the counts add up -----------------------------------------------
 
 FILES = ("records/counting.jsonl", "records/json.jsonl", "run.json", "acceptance/counting.json", "acceptance/json.json")
-JSON_VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True), st.text(max_size=5), st.just([]), st.just({})
-)
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True), st.text(max_size=5))
+JSON_VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=4), st.dictionaries(st.text(max_size=3), SCALARS, max_size=2))
 
 
 @st.composite

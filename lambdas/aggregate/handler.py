@@ -146,6 +146,8 @@ def refresh(
     if run_id:
         # Damaged lines and files are skipped and counted (files.skipped); the rest is used.
         files = runfiles.load_run(RunStore(results, run_id))
+        for skipped in files.skipped[: runfiles.SHOWN_SKIPS]:
+            log.warning("run %s: skipped %s", run_id, skipped)
         try:
             summary = summarize(files, settings)
         except Exception as error:  # noqa: BLE001 - a run's content must never stop the dashboard's refresh

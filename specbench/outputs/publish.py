@@ -14,6 +14,7 @@ from specbench.analysis import stream_acceptance
 from specbench.outputs import cloudwatch
 from specbench.results import runfiles, validity
 from specbench.results.records import RequestRecord
+from specbench.results.runfiles import load_acceptance, load_records  # noqa: F401 - read through here by callers
 from specbench.results.store import RunStore
 
 log = logging.getLogger(__name__)

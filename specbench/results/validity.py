@@ -2,7 +2,7 @@
 report, the aggregation Lambda, sweep-report) and every publisher (specbench.outputs.publish) applies
 before a value reaches a figure, CloudWatch or the dashboard. Pure functions, standard library only.
 
-A record is impossible when a latency is negative or not finite, its first token came after the end
+A record is impossible when a latency is negative or not finite (or 0 in a successful request), its first token came after the end
 of its stream, it has fewer tokens than content chunks (every content chunk carries text), more
 tokens than the ``max_tokens`` it was sent with (counted with the served model's tokenizer), or it is
 the same request (service, test case, load level, request index) a second time. An acceptance figure
@@ -107,6 +107,9 @@ def record_problem(record: RequestRecord, max_tokens: int | None = None) -> str:
         return f"{len(times)} chunk times but {len(record.chunk_tokens)} chunk token counts"
     if not record.ok:
         return ""  # a failed request's figures are partial and left out of every figure anyway
+    for name in DURATION_FIELDS:
+        if getattr(record, name) == 0:  # a request that was answered took time: every latency of it does
+            return f"{name} is 0 in a successful request"
     ttft, e2e = record.ttft_s, record.end_to_end_latency_s
     if ttft is not None and e2e is not None and ttft > e2e:
         return f"TTFT {ttft:g} s above the end-to-end latency {e2e:g} s"
