@@ -214,6 +214,7 @@ LAMBDA_MODULES = (
     "results/records.py",
     "results/runfiles.py",
     "results/store.py",
+    "results/validity.py",
 )
 
 
