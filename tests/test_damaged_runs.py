@@ -100,6 +100,18 @@ def test_each_damage_is_skipped_with_file_line_and_reason_and_the_rest_gives_the
     assert figures(summary) == figures(summarize(truth))
 
 
+@pytest.mark.parametrize(("name", "completeness"), [("last line truncated", "partial"), ("the same line twice", "complete")])
+def test_a_lost_record_makes_the_run_partial_even_when_the_plan_gives_no_count(tmp_path, name, completeness):
+    """Without plan.load.requests nothing else tells that a request is missing; a duplicate loses nothing."""
+    store, run_dir = damaged_run(tmp_path, next(d for d in damage.DAMAGES if d.name == name))
+    run = json.loads((run_dir / "run.json").read_text())
+    del run["plan"]["load"]["requests"]
+    (run_dir / "run.json").write_text(json.dumps(run))
+    summary = summarize(runfiles.load_run(store))
+    assert summary.completeness == completeness
+    assert ("left out, listed under Data quality" in report.banner(summary)) == (completeness == "partial")
+
+
 def test_a_skipped_line_names_its_file_and_line_not_just_a_column(tmp_path):
     """Today's failure: "Expecting value: line 1 column 1251" and no file name, the report stops."""
     store, _ = damaged_run(tmp_path, damage.DAMAGES[0])

@@ -201,8 +201,9 @@ def summarize_run(
 
 
 def run_damaged(quality: Mapping[str, Any]) -> bool:
-    """A run.json the readers could not take whole: what the run planned is not known, so not complete."""
-    return bool((quality.get("by_file") or {}).get("run.json"))
+    """A run.json the readers could not take whole (what the run planned is not known), or stored
+    records they left out (requests without figures): either way the run is not complete."""
+    return bool((quality.get("by_file") or {}).get("run.json") or quality.get("records_lost"))
 
 
 def service_gaps(variants: Sequence[str], records: Sequence[RequestRecord], skipped_by_service: Mapping[str, int]) -> dict[str, str]:
@@ -237,7 +238,7 @@ def _quality_notes(quality: Mapping[str, Any]) -> list[str]:
     first = (quality.get("skips") or [""])[0]
     return [
         f"data quality: {quality.get('records_skipped', 0)} of {quality.get('record_lines', 0)} stored records and "
-        f"{quality['skipped'] - quality.get('records_skipped', 0)} other file parts left out ({kinds}); first: {first}"
+        f"{quality['skipped'] - quality.get('records_skipped', 0)} other file part(s) left out ({kinds}); first: {first}"
     ]
 
 

@@ -25,7 +25,6 @@ from specbench.analysis.aggregate import (
     Group,
     RunSummary,
     cross_stack_note,
-    run_damaged,
 )
 from specbench.analysis.stats import Interval, format_interval
 from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name
@@ -218,7 +217,9 @@ def banner(summary: RunSummary) -> str:
         return f"NO DATA: no benchmark request has been stored for this run (status: {summary.status})."
     missing = f"; no results yet for {', '.join(summary.missing_test_cases)}" if summary.missing_test_cases else ""
     services = "".join(f"; no usable result from {name}: {why}" for name, why in summary.missing_services.items())
-    services += "; run.json is damaged (see Data quality)" if run_damaged(summary.data_quality) else ""
+    services += "; run.json is damaged" if (summary.data_quality.get("by_file") or {}).get("run.json") else ""
+    skipped = summary.data_quality.get("skipped", 0)
+    services += f"; {skipped} damaged or impossible stored part(s) left out, listed under Data quality" if skipped else ""
     return f"PARTIAL: this run is incomplete (status: {summary.status}{missing}{services}). The figures cover what was stored."
 
 

@@ -79,6 +79,8 @@ def data_quality(skipped: Sequence[Skipped], record_lines: int, records_used: in
         "record_lines": record_lines,
         "records_used": records_used,
         "records_skipped": len(in_records),
+        # Requests whose figures are missing (a duplicate loses nothing): the run is not whole.
+        "records_lost": sum(1 for s in in_records if s.kind != DUPLICATE),
         "skipped": len(skipped),
         "by_kind": {kind: count for kind in KINDS if (count := sum(1 for s in skipped if s.kind == kind))},
         "by_file": dict(sorted(Counter(s.file for s in skipped).items())),
