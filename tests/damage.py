@@ -175,6 +175,14 @@ DAMAGES: tuple[Damage, ...] = (
         None,
         MALFORMED,
     ),
+    Damage(
+        "run.json negative k",
+        "run.json",
+        _plan_edit(lambda r: r["plan"]["deployment"]["variants"][1].update(num_speculative_tokens=-1)),
+        None,
+        None,
+        MALFORMED,
+    ),
     Damage("run.json status a number", "run.json", _plan_edit(lambda r: r.update(status=1)), None, None, MALFORMED),
     # acceptance files.
     Damage("acceptance file truncated", ACCEPTANCE, lambda d: d[: len(d) // 2], lambda d: b"{}", 1, DAMAGED),

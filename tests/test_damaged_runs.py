@@ -302,6 +302,31 @@ def test_negative_latencies_are_not_published_as_a_negative_speedup(tmp_path, aw
     assert speedups and min(speedups) > 0 and result["data_quality"]["by_kind"] == {"impossible": 3}
 
 
+def test_the_lambda_safety_nets_put_a_dashboard_that_names_what_failed(tmp_path, aws, monkeypatch):
+    """Should a summary still fail on some content, or a body still break PutDashboard's rules, the
+    refresh puts a text dashboard that says so instead of raising (the dashboard keeps updating)."""
+    s3, cloudwatch = aws
+    damage.write_small_run(tmp_path / "results")
+    upload(s3, tmp_path / "results" / damage.RUN_ID, damage.RUN_ID)
+
+    def broken(files, settings):
+        raise ArithmeticError("injected")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(handler, "summarize", broken)
+        result = refresh(s3, cloudwatch, damage.RUN_ID)
+    assert result["summary_error"] == "ArithmeticError: injected" and result["completeness"] == "no data"
+    assert f"run {damage.RUN_ID} not summarized: ArithmeticError: injected" in json.dumps(put_body(cloudwatch))
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            dashboard, "body", lambda *args: {"widgets": [{"type": "metric", "x": 0, "y": 0, "width": 6, "height": 6, "properties": {}}]}
+        )
+        result = refresh(s3, cloudwatch, damage.RUN_ID)
+    assert result["body_problems"] == ["widget 0: metric widget without region", "widget 0: metric widget without metrics"]
+    body = put_body(cloudwatch)
+    assert dashboard.problems(SETTINGS.dashboard_name, body) == [] and "metric widget without metrics" in json.dumps(body)
+
+
 # --- shapes of a run the dashboard must still show -----------------------------------------------
 
 

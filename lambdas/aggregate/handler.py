@@ -162,6 +162,8 @@ def refresh(
         live, live_error = {}, f"{error_code(error)}: {str(error).splitlines()[0][:200]}"
         log.warning("GetMetricData failed, dashboard built without live figures: %s", live_error)
     body = dashboard.body(summary, dashboard_settings(settings, series), live)
+    if summary_error:  # say so rather than "No data yet"
+        body = dashboard.fallback_body(None, dashboard_settings(settings, series), [f"run {run_id} not summarized: {summary_error}"])
     problems = dashboard.problems(settings.dashboard_name, body)
     if problems:
         # Never put a body CloudWatch rejects, and never stop updating: say what broke instead.

@@ -276,7 +276,7 @@ def fallback_body(summary: RunSummary | None, settings: DashboardSettings, found
     shown = "\n".join(f"- {_md(problem)[:300]}" for problem in list(found)[:10])
     grid = _Grid()
     grid.add(24, 6, text(header))
-    grid.add(24, 4 + min(len(found), 10), text("## Dashboard reduced to text\n\nThe full body broke CloudWatch's rules:\n\n" + shown))
+    grid.add(24, 4 + min(len(found), 10), text("## Dashboard reduced to text\n\nThe full dashboard could not be built:\n\n" + shown))
     return {"start": f"-PT{settings.lookback_hours}H", "periodOverride": "inherit", "widgets": grid.widgets}
 
 

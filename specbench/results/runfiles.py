@@ -301,9 +301,10 @@ def _scalar_ok(kind: str, value: Any) -> bool:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == TEXT:
         return isinstance(value, str)
+    # Every number run.json holds (counts, tokens, k, a load, a temperature) is finite and not negative.
     if kind == INTEGER:
-        return number and isinstance(value, int)
-    return number and value == value and value not in (float("inf"), float("-inf"))
+        return number and isinstance(value, int) and value >= 0
+    return number and value == value and value not in (float("inf"), float("-inf")) and value >= 0
 
 
 def _described(value: Any) -> str:
@@ -338,7 +339,7 @@ def _conform(value: Any, schema: Any, path: str, problems: list[str]) -> Any:
         # An item that is not an object is left out whole; an object keeps its good fields.
         return [item for item, original in zip(items, value, strict=True) if isinstance(original, dict)]
     if not _scalar_ok(schema, value):
-        article = {TEXT: "a", INTEGER: "an"}.get(schema, "a finite")
+        article = {TEXT: "a", INTEGER: "a non-negative"}.get(schema, "a finite non-negative")
         problems.append(f"{path} is {_described(value)}, expected {article} {schema}")
         return _DROP
     return value
