@@ -387,6 +387,18 @@ def test_every_shape_of_run_gets_a_valid_dashboard_that_says_what_is_missing(aws
     assert all(w["properties"]["metrics"] for w in body["widgets"] if w["type"] == "metric")
 
 
+def test_a_run_whose_every_record_was_damaged_says_so_on_the_dashboard(aws):
+    s3, cloudwatch = aws
+    store = RunStore(S3Store(BUCKET, "results/", s3), "20261129T100000Z-lost")
+    runs.write_run(store, cases=damage.CASES, requests=1)
+    for case in damage.CASES:
+        store.write(f"records/{case.name}.jsonl", store.read(f"records/{case.name}.jsonl").replace('"ttft_s":', '"ttft_s":"'))
+    result = refresh(s3, cloudwatch, store.run_id)
+    header = check_refresh(result, cloudwatch)["widgets"][0]["properties"]["markdown"]
+    assert result["completeness"] == "no data" and result["data_quality"]["records_skipped"] == 4
+    assert "data quality: 4 of 4 stored records" in header and "records/counting.jsonl:1: not valid JSON" in header
+
+
 def test_only_the_baseline_gets_a_text_widget_in_place_of_the_speedups_graph(tmp_path):
     """Today: "widget 7: metric widget without metrics" and the Lambda raises."""
     store = RunStore(LocalStore(tmp_path), "r")

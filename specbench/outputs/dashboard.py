@@ -119,6 +119,7 @@ def header_markdown(summary: RunSummary | None, settings: DashboardSettings) -> 
         ]
         if summary is not None:
             lines.append(f"Run `{summary.run_id}`: status {summary.status}.")
+            lines += [_md(note) for note in summary.notes if note.startswith("data quality:")]
         return "\n\n".join(lines)
     banner = "" if summary.completeness == aggregate.COMPLETE else "**PARTIAL DATA** — "
     lines.append(f"{banner}**{_md(summary.verdict)}**")
