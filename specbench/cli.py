@@ -513,6 +513,21 @@ def load_levels(load: LoadSpec, concurrencies: list[int], rates: list[float]) ->
     return tuple(replace(load, concurrency=c) for c in concurrencies) + tuple(replace(load, request_rate=r) for r in rates)
 
 
+def print_skipped(read: list, limit: int = 5) -> None:  # type: ignore[type-arg]
+    """What the readers left out of ``read`` (RunFiles): the first ``limit`` parts by ``file:line``
+    and reason, then the counts; to stderr, nothing when nothing was left out."""
+    skipped = [(files.keys_prefix + str(s)) for files in read for s in files.skipped]
+    for line in skipped[:limit]:
+        print(f"specbench: skipped {line}", file=sys.stderr)
+    if skipped:
+        used, lines = sum(len(f.records) for f in read), sum(f.record_lines for f in read)
+        print(
+            f"specbench: {used} of {lines} stored records used; {len(skipped)} damaged or impossible parts left out"
+            + (f" ({len(skipped) - limit} more not listed here)" if len(skipped) > limit else ""),
+            file=sys.stderr,
+        )
+
+
 def stored_where(store) -> str:  # type: ignore[no-untyped-def]
     return f"what completed is stored in {store.location}" if store.written else f"nothing was stored in {store.location}"
 
@@ -535,17 +550,21 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         if args.run:
             store = report_store(args.run, None, args.region)
             files = load_run(store)
+            read = [files]
+            print_skipped(read)
             points, where, name = points_from_run(files.run, files.records, files.acceptance, store.location), store.location, store.run_id
             runs = [files.run]
         else:
-            results, runs = open_store(args.results, args.region), []
-            points, name = load_sweep_points(results, args.sweep_id, runs), args.sweep_id
+            results, runs, read = open_store(args.results, args.region), [], []
+            points, name = load_sweep_points(results, args.sweep_id, runs, read), args.sweep_id
+            print_skipped(read)
             where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
     except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
     if not points:
-        print(f"specbench: no sweep point stored under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
+        what = "no usable sweep point (the damaged ones are listed above)" if any(f.skipped for f in read) else "no sweep point stored"
+        print(f"specbench: {what} under {where} ({'--run' if args.run else '--results, --sweep-id'})", file=sys.stderr)
         return EXIT_USAGE
     from specbench.analysis import cost
 
@@ -690,9 +709,10 @@ def command_report(args: argparse.Namespace) -> int:
     except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
-    if not files.run and not files.records:
+    if not files.run and not files.records and not files.skipped:
         print(f"specbench: no run at {store.location} (neither run.json nor records/)", file=sys.stderr)
         return EXIT_USAGE
+    print_skipped([files])
     services = {r.variant for r in files.records}
     if args.baseline and services and args.baseline not in services:
         print(f"specbench: --baseline {args.baseline}: no such service in this run ({', '.join(sorted(services))})", file=sys.stderr)
@@ -707,6 +727,7 @@ def command_report(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             price=None if args.node_price_per_hour is None else flag_price(args.node_price_per_hour, "report --node-price-per-hour"),
             servers_per_node=args.servers_per_node,
+            data_quality=files.quality(),
         )
     except ValueError as error:  # an imported run names no baseline
         print(f"specbench: {error}: --baseline NAME", file=sys.stderr)

@@ -468,6 +468,7 @@ JOB_FILES = (
     "results/records.py",
     "results/runfiles.py",
     "results/store.py",
+    "results/validity.py",
     "runner.py",
     # `run --sweep-id --sweep-point` (a sweep point's metadata); not sweep/plan.py (`plan` runs from a checkout).
     "sweep/__init__.py",

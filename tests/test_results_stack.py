@@ -216,6 +216,7 @@ LAMBDA_MODULES = (
     "results/records.py",
     "results/runfiles.py",
     "results/store.py",
+    "results/validity.py",
 )
 
 

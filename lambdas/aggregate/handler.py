@@ -142,9 +142,17 @@ def refresh(
 
     run_id = run_id_from_event(event, settings.prefix) or latest_run_id(s3, settings.bucket, settings.prefix, retrier)
     summary = files = None
+    summary_error = ""
     if run_id:
+        # Damaged lines and files are skipped and counted (files.skipped); the rest is used.
         files = runfiles.load_run(RunStore(results, run_id))
-        summary = summarize(files, settings)
+        for skipped in files.skipped[: runfiles.SHOWN_SKIPS]:
+            log.warning("run %s: skipped %s", run_id, skipped)
+        try:
+            summary = summarize(files, settings)
+        except Exception as error:  # noqa: BLE001 - a run's content must never stop the dashboard's refresh
+            log.exception("run %s not summarized", run_id)
+            summary, summary_error = None, f"{type(error).__name__}: {str(error)[:200]}"
     series = list_series(cloudwatch, settings.metrics_namespace, retrier)
     try:
         live = live_statistics(cloudwatch, settings.metrics_namespace, series, settings.lookback_hours, now, retrier)
@@ -155,9 +163,15 @@ def refresh(
         log.warning("GetMetricData failed, dashboard built without live figures: %s", live_error)
     facts = hardware_facts(results)
     body = dashboard.body(summary, dashboard_settings(settings, series), live, facts)
+    if summary_error:  # say so rather than "No data yet"
+        body = dashboard.fallback_body(None, dashboard_settings(settings, series), [f"run {run_id} not summarized: {summary_error}"])
     problems = dashboard.problems(settings.dashboard_name, body)
     if problems:
-        raise ValueError("dashboard body breaks CloudWatch's rules: " + "; ".join(problems[:10]))
+        # Never put a body CloudWatch rejects, and never stop updating: say what broke instead.
+        log.error("dashboard body breaks CloudWatch's rules: %s", "; ".join(problems[:10]))
+        body = dashboard.fallback_body(summary, dashboard_settings(settings, series), problems)
+        if dashboard.problems(settings.dashboard_name, body):  # only the dashboard name can break it: a setting
+            raise ValueError("dashboard body breaks CloudWatch's rules: " + "; ".join(problems[:10]))
     response = retrier.call(
         "PutDashboard", cloudwatch.put_dashboard, DashboardName=settings.dashboard_name, DashboardBody=dashboard.to_json(body)
     )
@@ -175,6 +189,9 @@ def refresh(
         "live_values": len(live),
         "live_error": live_error,
         "speedup_metrics": published,
+        "summary_error": summary_error,
+        "body_problems": problems[:10],
+        "data_quality": {k: v for k, v in files.quality().items() if k != "skips"} if files is not None else {},
         "dashboard_validation_messages": messages,
         "aws_calls": dict(sorted(retrier.calls.items())),
         "aws_calls_total": retrier.total_calls,
@@ -197,6 +214,7 @@ def summarize(files: runfiles.RunFiles, settings: Settings) -> aggregate.RunSumm
             baseline=baseline,
             draft_cost_ratio=settings.draft_cost_ratio,
             resamples=settings.bootstrap_resamples,
+            data_quality=files.quality(),
         )
     except ValueError as error:
         log.warning("run not summarized: %s (it has no %s)", error, settings.baseline)
@@ -364,7 +382,7 @@ def publish_speedups(
     """PutMetricData of the run's speedups, unless this same result was published before."""
     summary_dict = summary.to_dict()
     digest = hashlib.sha256(json.dumps(summary_dict, sort_keys=True).encode()).hexdigest()
-    previous = json.loads(run.read(SUMMARY_FILE)) if SUMMARY_FILE in keys else {}
+    previous = _previous_summary(run, keys)
     if previous.get("digest") == digest and previous.get("speedup_metrics") == "published":
         return "already published"
     timestamp = _run_time(summary) or now
@@ -385,6 +403,18 @@ def publish_speedups(
         state = "published" if datums else "nothing to publish"
     run.write(SUMMARY_FILE, json.dumps({"digest": digest, "speedup_metrics": state, "summary": summary_dict}, indent=1))
     return state
+
+
+def _previous_summary(run: RunStore, keys: list[str]) -> dict[str, Any]:
+    """What an earlier refresh published (aggregate.json); a damaged file is as good as none."""
+    if SUMMARY_FILE not in keys:
+        return {}
+    try:
+        previous = json.loads(run.read(SUMMARY_FILE))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        log.warning("%s/%s is damaged: the speedups are published again", run.run_id, SUMMARY_FILE)
+        return {}
+    return previous if isinstance(previous, dict) else {}
 
 
 def _run_time(summary: aggregate.RunSummary) -> datetime | None:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from specbench.analysis import cost, stats, stream_acceptance, theory
-from specbench.results.records import RequestRecord
+from specbench.results.records import RequestRecord, error_kinds
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,12 @@ class RunSummary:
     servers_per_node_source: str = ""
     slo: dict[str, float | None] = field(default_factory=dict)
     levels: list[str] = field(default_factory=list)
+    # Services of the run without one usable request -> why (none stored, every request failed, ...).
+    missing_services: dict[str, str] = field(default_factory=dict)
+    # What the readers left out and why (specbench.results.runfiles.data_quality); empty: not read from files.
+    data_quality: dict[str, Any] = field(default_factory=dict)
+    # Failed requests per service and kind (records.ERROR_KINDS): left out of every figure, counted here.
+    failures: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return stats.json_safe(asdict(self))
@@ -151,10 +157,12 @@ def summarize_run(
     confidence: float = 0.95,
     price: cost.NodePrice | None = None,
     servers_per_node: int | None = None,
+    data_quality: Mapping[str, Any] | None = None,
 ) -> RunSummary:
     """Summarize one run. ``acceptance`` is test case -> endpoint -> figures (acceptance/<case>.json).
     ``price`` overrides the node price the run's settings recorded (``cost.node_price_per_hour``);
-    ``servers_per_node`` the servers per node they recorded."""
+    ``servers_per_node`` the servers per node they recorded; ``data_quality`` what the readers left
+    out (specbench.results.runfiles.RunFiles.quality)."""
     run = run or {}
     plan = run.get("plan") or {}
     deployment = plan.get("deployment") or {}
@@ -188,9 +196,11 @@ def summarize_run(
         classes.append(builder.build(prompt_class, "prompt class", prompt_class, pooled, [acceptance.get(case, {}) for case in members]))
 
     missing = [case for case in expected_cases if case not in by_case]
+    quality = dict(data_quality or {})
+    gaps = service_gaps([base, *speculative], records, quality.get("by_service") or {})
     if not records:
         completeness = NO_DATA
-    elif missing or run.get("status", "completed") not in FINISHED or not all(group.complete for group in cases):
+    elif missing or gaps or run_damaged(quality) or run.get("status", "completed") not in FINISHED or not all(g.complete for g in cases):
         completeness = PARTIAL
     else:
         completeness = COMPLETE
@@ -209,12 +219,15 @@ def summarize_run(
         started=str(run.get("started", "")),
         finished=str(run.get("finished", "")),
         draft_cost_ratio=draft_cost_ratio,
-        notes=_notes(run, cases, missing),
+        notes=_notes(run, cases, missing) + _quality_notes(quality),
         price=node_price,
         servers_per_node=servers,
         servers_per_node_source=servers_source,
         slo=slo,
         levels=economics.levels,
+        missing_services=gaps,
+        data_quality=quality,
+        failures={v: kinds for v, mine in _group_by(records, lambda r: r.variant).items() if (kinds := error_kinds(mine))},
     )
     return _with_verdict(summary)
 
@@ -257,6 +270,48 @@ def _default_level(plan: Mapping[str, Any]) -> str:
     if load.get("request_rate") is not None:
         return "r" + format(load["request_rate"], "g").replace(".", "p")
     return f"c{load.get('concurrency', '?')}"
+
+
+def run_damaged(quality: Mapping[str, Any]) -> bool:
+    """A run.json the readers could not take whole (what the run planned is not known), or stored
+    records they left out (requests without figures): either way the run is not complete."""
+    return bool((quality.get("by_file") or {}).get("run.json") or quality.get("records_lost"))
+
+
+def service_gaps(variants: Sequence[str], records: Sequence[RequestRecord], skipped_by_service: Mapping[str, int]) -> dict[str, str]:
+    """Each service of the run without one successful request, and why: nothing stored, records
+    left out by the readers, or every request failed (the most common errors named)."""
+    by_variant = _group_by(records, lambda r: r.variant)
+    gaps = {}
+    for variant in variants:
+        mine = by_variant.get(variant, [])
+        if any(r.ok for r in mine):
+            continue
+        skipped = skipped_by_service.get(variant, 0)
+        left_out = f"; {skipped} of its stored records left out as unreadable or impossible" if skipped else ""
+        if not mine:
+            gaps[variant] = "no request stored" + left_out
+            continue
+        errors: dict[tuple[Any, str], int] = {}
+        for record in mine:
+            key = (record.error_code, " ".join(str(record.error_msg).split())[:80])
+            errors[key] = errors.get(key, 0) + 1
+        common = sorted(errors.items(), key=lambda item: (-item[1], str(item[0])))
+        described = "; ".join(f"{count}x error {code}" + (f" ({msg})" if msg else "") for (code, msg), count in common[:3])
+        more = f"; {len(common) - 3} other errors" if len(common) > 3 else ""
+        gaps[variant] = f"all {len(mine)} requests failed: {described}{more}{left_out}"
+    return gaps
+
+
+def _quality_notes(quality: Mapping[str, Any]) -> list[str]:
+    if not quality.get("skipped"):
+        return []
+    kinds = ", ".join(f"{count} {kind}" for kind, count in (quality.get("by_kind") or {}).items())
+    first = (quality.get("skips") or [""])[0]
+    return [
+        f"data quality: {quality.get('records_skipped', 0)} of {quality.get('record_lines', 0)} stored records and "
+        f"{quality['skipped'] - quality.get('records_skipped', 0)} other file part(s) left out ({kinds}); first: {first}"
+    ]
 
 
 class _GroupBuilder:
@@ -418,6 +473,9 @@ def verdict(summary: RunSummary) -> str:
     """One line: per prompt class, the headline (end-to-end) speedup with its CI, and whether it is clear."""
     if summary.completeness == NO_DATA:
         return "No data yet: no benchmark request has been stored for this run."
+    if summary.missing_services and all(v in summary.missing_services for v in [summary.baseline, *summary.speculative]):
+        why = "; ".join(f"{v}: {reason}" for v, reason in summary.missing_services.items())
+        return f"PARTIAL: no usable result from any service ({why})."
     if not summary.speculative:
         return f"Only the baseline ({summary.baseline}) has results: nothing to compare."
     parts = []
@@ -426,7 +484,8 @@ def verdict(summary: RunSummary) -> str:
             label = group.name if len(summary.speculative) == 1 else f"{group.name} ({comparison.variant})"
             parts.append(f"{label} {describe_speedup(comparison.headline)}")
     prefix = "PARTIAL: " if summary.completeness == PARTIAL else ""
-    return f"{prefix}Speculative decoding, end-to-end: " + "; ".join(parts) + "."
+    gaps = "".join(f" No usable result from {v}: {why}." for v, why in summary.missing_services.items())
+    return f"{prefix}Speculative decoding, end-to-end: " + "; ".join(parts) + "." + gaps
 
 
 def describe_speedup(interval: stats.Interval) -> str:

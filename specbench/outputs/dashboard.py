@@ -19,6 +19,7 @@ Standard library only (the aggregation Lambda ships it).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -100,12 +101,16 @@ def body(
         for metric in aggregate.LATENCY_METRICS:
             grid.add(12, 7, latency_bars(metric, cases, variants, settings))
         grid.add(12, 7, tpot_over_time(cases, variants, settings))
-        grid.add(12, 7, published_speedups(cases, variants, settings))
         speculative = [v for v in variants if v != settings.baseline]
+        only_baseline = f"only the baseline ({settings.baseline}) has results in this run: no speculative service to compare"
+        grid.add(12, 7, or_text(published_speedups(cases, variants, settings), only_baseline))
         if speculative:
             for metric, title in ACCEPTANCE_WIDGETS:
                 grid.add(12, 6, acceptance_bars(metric, title, cases, speculative, settings))
+        else:
+            grid.add(24, 2, text(f"**Draft acceptance:** nothing to show: {_md(only_baseline)}."))
         grid.add(24, 6, error_bars(cases, variants, settings))
+    grid.widgets = [or_text(widget, "no series for this run") for widget in grid.widgets]
     for widget in neuron_widgets(settings):
         grid.add(8, 6, widget)
     return {"start": f"-PT{settings.lookback_hours}H", "periodOverride": "inherit", "widgets": grid.widgets}
@@ -153,9 +158,12 @@ def header_markdown(summary: RunSummary | None, settings: DashboardSettings) -> 
         ]
         if summary is not None:
             lines.append(f"Run `{summary.run_id}`: status {summary.status}.")
+            lines += [_md(note) for note in summary.notes if note.startswith("data quality:")]
         return "\n\n".join(lines)
     banner = "" if summary.completeness == aggregate.COMPLETE else "**PARTIAL DATA** — "
     lines.append(f"{banner}**{_md(summary.verdict)}**")
+    for name, why in summary.missing_services.items():
+        lines.append(f"**No usable result from {_md(name)}:** {_md(why)}")
     if cross_stack_note(summary.settings):
         lines.append(f"**{_md(cross_stack_note(summary.settings))}**")
     serving = summary.settings.get("serving", {})
@@ -344,6 +352,29 @@ def text(markdown: str) -> dict[str, Any]:
     return {"type": "text", "properties": {"markdown": markdown}}
 
 
+def or_text(widget: dict[str, Any], why: str) -> dict[str, Any]:
+    """The widget, or, when it is a metric widget with no metric (CloudWatch refuses those), a text
+    widget in its place that says what is missing; position and size are kept."""
+    properties = widget.get("properties") or {}
+    if widget.get("type") != "metric" or properties.get("metrics"):
+        return widget
+    placed = {key: widget[key] for key in ("x", "y", "width", "height") if key in widget}
+    return {**text(f"**{_md(properties.get('title', 'Graph'))}:** nothing to show: {_md(why)}."), **placed}
+
+
+def fallback_body(summary: RunSummary | None, settings: DashboardSettings, found: Sequence[str]) -> dict[str, Any]:
+    """A body that always passes ``problems``: the header and what kept the full dashboard from being put."""
+    try:
+        header = header_markdown(summary, settings)
+    except Exception as error:  # noqa: BLE001 - the fallback must not fail on the content it reports
+        header = f"# Speculative decoding on Trainium2\n\nThe run could not be described: {_md(type(error).__name__)}"
+    shown = "\n".join(f"- {_md(problem)[:300]}" for problem in list(found)[:10])
+    grid = _Grid()
+    grid.add(24, 6, text(header))
+    grid.add(24, 4 + min(len(found), 10), text("## Dashboard reduced to text\n\nThe full dashboard could not be built:\n\n" + shown))
+    return {"start": f"-PT{settings.lookback_hours}H", "periodOverride": "inherit", "widgets": grid.widgets}
+
+
 def _metric_widget(title: str, metrics: list[list[Any]], settings: DashboardSettings, **properties: Any) -> dict[str, Any]:
     return {
         "type": "metric",
@@ -497,7 +528,8 @@ def speedup_datums(summary: RunSummary, timestamp: Any) -> list[dict[str, Any]]:
                 datums += [
                     {"MetricName": name, "Dimensions": dimensions, "Timestamp": timestamp, "Value": float(value), "Unit": "None"}
                     for name, value in values.items()
-                    if value is not None
+                    # PutMetricData rejects NaN and infinities; a speedup is a ratio of positive medians.
+                    if isinstance(value, (int, float)) and math.isfinite(value) and value > 0
                 ]
     return datums
 

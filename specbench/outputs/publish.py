@@ -5,6 +5,7 @@ is missing from S3)."""
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from datetime import datetime, timezone
 from typing import Any
@@ -12,9 +13,12 @@ from typing import Any
 from specbench import jsonfile
 from specbench.analysis import cost, stream_acceptance
 from specbench.outputs import cloudwatch
+from specbench.results import runfiles, validity
 from specbench.results.records import RequestRecord
-from specbench.results.runfiles import load_acceptance, load_records
+from specbench.results.runfiles import load_acceptance, load_records  # noqa: F401 - read through here by callers
 from specbench.results.store import RunStore
+
+log = logging.getLogger(__name__)
 
 
 def reliable_stream_records(records: list[RequestRecord], run: dict[str, Any] | None) -> list[RequestRecord]:
@@ -41,7 +45,15 @@ def run_datums(
     records: list[RequestRecord], acceptance: dict[str, dict[str, dict[str, Any]]], run: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Every per-request value, plus acceptance per (endpoint, test case) where it was measured: from
-    /metrics, and from the stream where it passed its self-check."""
+    /metrics, and from the stream where it passed its self-check. Impossible records and figures
+    (specbench.results.validity) are left out, whoever read them."""
+    records, rejected = validity.screen(records, runfiles.max_tokens_of(run or {}))
+    if rejected:
+        log.warning("%d impossible records not published, first: %s", len(rejected), rejected[0][1])
+    acceptance = {
+        case: {variant: figures for variant, figures in by_endpoint.items() if not validity.acceptance_problem(figures)}
+        for case, by_endpoint in acceptance.items()
+    }
     datums = cloudwatch.build_datums(records)
     datums += cloudwatch.build_datums(reliable_stream_records(records, run), metrics=(cloudwatch.STREAM_ACCEPTANCE,))
     first_start: dict[tuple[str, str], float] = {}
@@ -94,8 +106,10 @@ def publish_run(
     if unpublished_only:
         datums = [datum for batch in json.loads(store.read("unpublished.json")) for datum in batch["datums"]]
     else:
-        run = json.loads(store.read("run.json")) if store.keys("run.json") else None
-        datums = run_datums(load_records(store), load_acceptance(store), run)
+        files = runfiles.load_run(store)  # damaged and impossible parts skipped, and logged
+        for skipped in files.skipped:
+            log.warning("not published: %s", skipped)
+        datums = run_datums(files.records, files.acceptance, files.run)
     report = cloudwatch.publish(client or cloudwatch.make_client(region), namespace, datums)
     store.write("publish.json", jsonfile.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
     store.write("unpublished.json", jsonfile.dumps([batch.to_dict() for batch in report.failed], indent=2, default=str))
@@ -103,7 +117,13 @@ def publish_run(
 
 
 def has_unpublished(store: RunStore) -> bool:
-    return "unpublished.json" in store.keys("unpublished.json") and bool(json.loads(store.read("unpublished.json")))
+    if "unpublished.json" not in store.keys("unpublished.json"):
+        return False
+    try:
+        return bool(json.loads(store.read("unpublished.json")))
+    except (UnicodeDecodeError, ValueError):  # damaged: republish what is stored (publish --all)
+        log.warning("%s/unpublished.json is damaged: ignored", store.location)
+        return False
 
 
 def describe_publish(report: cloudwatch.PublishReport, location: str) -> str:

@@ -407,10 +407,26 @@ def cost_settings(summary: RunSummary) -> list[str]:
     ]
 
 
-def data_quality_section(summary: RunSummary) -> list[str]:
-    """What was left out or is doubtful and why, one sentence each; empty when there is nothing to
-    say (the section is then not rendered)."""
-    return list(summary.notes)
+def data_quality_section(summary: RunSummary) -> list[tuple[str, Any]]:
+    """What was left out or is doubtful and why: the stored parts the readers skipped, the failed
+    requests per service and kind (none of them is in any figure), then the notes; empty when there
+    is nothing to say (the section is then not rendered)."""
+    blocks: list[tuple[str, Any]] = []
+    skipped = data_quality_table(summary)
+    if skipped is not None:
+        blocks.append(("table", skipped))
+    failed = failures_table(summary)
+    if failed is not None:
+        blocks.append(("table", failed))
+    if summary.notes:
+        blocks.append(("list", list(summary.notes)))
+    return blocks
+
+
+def failures_table(summary: RunSummary) -> Table | None:
+    """Failed requests per service and kind (docs/benchmark.md#error-kinds); None when none failed."""
+    rows = [(service, kind, str(count)) for service, kinds in summary.failures.items() for kind, count in kinds.items()]
+    return Table(("Service", "Failed requests: kind", "Requests"), rows) if rows else None
 
 
 # --- shared text ---------------------------------------------------------------------------------
@@ -423,7 +439,28 @@ def banner(summary: RunSummary) -> str:
     if summary.completeness == NO_DATA:
         return f"NO DATA: no benchmark request has been stored for this run (status: {summary.status})."
     missing = f"; no results yet for {', '.join(summary.missing_test_cases)}" if summary.missing_test_cases else ""
-    return f"PARTIAL: this run is incomplete (status: {summary.status}{missing}). The figures cover what was stored."
+    services = "".join(f"; no usable result from {name}: {why}" for name, why in summary.missing_services.items())
+    services += "; run.json is damaged" if (summary.data_quality.get("by_file") or {}).get("run.json") else ""
+    skipped = summary.data_quality.get("skipped", 0)
+    services += f"; {skipped} damaged or impossible stored part(s) left out, listed under Data quality" if skipped else ""
+    return f"PARTIAL: this run is incomplete (status: {summary.status}{missing}{services}). The figures cover what was stored."
+
+
+def data_quality_table(summary: RunSummary) -> Table | None:
+    """What the readers left out of the stored files (specbench.results.runfiles), counted by kind and
+    file, then the first skipped lines with their reason; None when nothing was left out."""
+    quality = summary.data_quality
+    if not quality.get("skipped"):
+        return None
+    rows = [
+        ("records used", f"{quality.get('records_used', 0)} of {quality.get('record_lines', 0)} stored lines"),
+        *((f"left out: {kind}", str(count)) for kind, count in (quality.get("by_kind") or {}).items()),
+        *((f"in {name}", str(count)) for name, count in (quality.get("by_file") or {}).items()),
+        *(("skipped", line) for line in quality.get("skips") or []),
+    ]
+    if quality["skipped"] > len(quality.get("skips") or []):
+        rows.append(("skipped", f"... {quality['skipped'] - len(quality.get('skips') or [])} more, counted above"))
+    return Table(("Data quality", "Value"), rows)
 
 
 def how_to_read(summary: RunSummary) -> list[str]:
@@ -504,7 +541,7 @@ def sections(summary: RunSummary, charts: Mapping[str, Path]) -> list[Section]:
         result.append(Section("latency", "Latency, throughput and acceptance", latency))
     quality = data_quality_section(summary)
     if quality:
-        result.append(Section("data-quality", "Data quality", [("list", quality)]))
+        result.append(Section("data-quality", "Data quality", quality))
     deployed = [("table", deployment_table(summary))] if summary.settings else [("p", "No deployment snapshot.")]
     result.append(Section("deployment", "What was deployed", deployed))
     result.append(Section("load", "Load", [("table", load_table(summary))]))

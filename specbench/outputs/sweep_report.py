@@ -11,7 +11,6 @@ Reads ``<results>/sweeps/<sweep_id>/<point_id>/`` (each a normal stored run whos
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,13 @@ class _Folder:
         return self.store.read_text(self.prefix + key)
 
 
-def load_sweep_points(store: Any, sweep_id: str, runs: list[dict[str, Any]] | None = None) -> list[Point]:
+def load_sweep_points(
+    store: Any, sweep_id: str, runs: list[dict[str, Any]] | None = None, read: list[runfiles.RunFiles] | None = None
+) -> list[Point]:
     """Every point stored under ``sweeps/<sweep_id>/`` of a results store (specbench.store); each
-    point's run.json is appended to ``runs`` when given (the deployment's settings are in it)."""
+    point's run.json is appended to ``runs`` when given (the deployment's settings are in it), and
+    each point's files as read (with what was skipped) to ``read``. A point whose run.json cannot be
+    read is left out (its sweep variant and load are in it), its records counted as skipped."""
     base = f"{SWEEPS_PREFIX}{sweep_id}/"
     by_point: dict[str, list[str]] = {}
     for key in store.keys(base):
@@ -53,9 +56,15 @@ def load_sweep_points(store: Any, sweep_id: str, runs: list[dict[str, Any]] | No
         if "run.json" not in keys:
             continue
         folder = _Folder(store, f"{base}{point}/", keys)
-        files = runfiles.RunFiles(
-            json.loads(folder.read("run.json")), runfiles.load_records(folder, keys), runfiles.load_acceptance(folder, keys), keys
-        )
+        files = runfiles.load_run(folder, keys)
+        files.keys_prefix = f"{point}/"
+        if read is not None:
+            read.append(files)
+        sweep = files.run.get("sweep")
+        if not (isinstance(sweep, dict) and "name" in (sweep.get("variant") or {}) and "value" in (sweep.get("load") or {})):
+            # The point's variant and load are in run.json's sweep object: without them it cannot be placed.
+            files.drop_records("left out with its point: run.json does not say the point's variant and load (sweep.variant, sweep.load)")
+            continue
         if runs is not None:
             runs.append(files.run)
         points += points_from_run(files.run, files.records, files.acceptance, f"{store.location.rstrip('/')}/{base}{point}")

@@ -16,8 +16,8 @@ from pathlib import Path
 from specbench import jsonfile
 from specbench.names import check_name
 from specbench.prompts.suite import DEFAULT_SUITE, MAX_CASE_NAME, PROMPT_CLASSES
+from specbench.results import runfiles
 from specbench.results.llmperf_format import LlmperfFormatError, parse_individual_responses, parse_summary, records_from_rows
-from specbench.results.records import read_jsonl
 from specbench.results.store import RunStore
 
 INDIVIDUAL = "_individual_responses.json"
@@ -54,7 +54,16 @@ def import_llmperf(directory: Path, store: RunStore, *, variant: str, test_case:
     records = records_from_rows(rows, run_id=store.run_id, variant=variant, test_case=test_case, prompt_class=klass, started_at=started_at)
 
     key = f"records/{test_case}.jsonl"
-    others = [r for r in read_jsonl(store.read(key).splitlines()) if r.variant != variant] if store.keys(key) else []
+    # The file is rewritten with the other services' records: refuse rather than drop a line it cannot read.
+    skipped: list[runfiles.Skipped] = []
+    others = [r for r in runfiles.load_records(store, [key], skipped=skipped) if r.variant != variant] if store.keys(key) else []
+    existing = runfiles.load_run(store, ["run.json"]) if store.keys("run.json") else None
+    damaged = skipped + (existing.skipped if existing else [])
+    if damaged:
+        raise ValueError(
+            f"not imported: {store.location}/{damaged[0]} ({len(damaged)} damaged parts); "
+            "importing would rewrite the file without them: repair or move it first"
+        )
     merged = sorted([*others, *records], key=lambda r: (r.variant, r.request_index))
     store.write(key, "".join(record.to_json() + "\n" for record in merged))
     store.write(f"llmperf/{variant}/{test_case}/{individual.name}", individual_text)
