@@ -54,6 +54,7 @@ RESAMPLES = 400
 # and 95th percentiles of the replicates. Ties among measured points stay two-sided (2.5 / 97.5 %),
 # as in specbench/analysis/sweep.py.
 ONE_SIDED = 0.05
+DEFAULT_ESTIMATES = Estimates(120.0, 15.0, 15.0)  # config/model.py's sweep.*_minutes defaults
 
 
 @dataclass(frozen=True, order=True)
@@ -517,7 +518,7 @@ def run_staged(
     *,
     slots: int,
     precompiled: Sequence[Config] = (),
-    estimates: Estimates = Estimates(120.0, 15.0, 15.0),
+    estimates: Estimates = DEFAULT_ESTIMATES,
     nodes: int = 1,
     resamples: int = RESAMPLES,
     margin: float = 0.0,
