@@ -611,12 +611,10 @@ def command_plan(args: argparse.Namespace) -> int:
     try:
         from config import ConfigError, load_config
         from config.cost import neuron_node_hour_price
-        from config.sweep import enabled, sweep_plan
+        from config.sweep import enabled, plan_text
     except ImportError:  # the Job's zip has no configuration
         print("specbench: plan needs the project's config package; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    from specbench.sweep.plan import render
-
     path = Path(args.cdk_json) if args.cdk_json else Path(__file__).resolve().parents[1] / "cdk.json"
     try:
         context = dict(read_json_file(str(path)).get("context", {}))
@@ -637,7 +635,7 @@ def command_plan(args: argparse.Namespace) -> int:
     if not enabled(config):
         print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
         return 0
-    print(render(sweep_plan(config, neuron_node_hour_price(config.neuron_nodes.instance_type))))
+    print(plan_text(config, neuron_node_hour_price(config.neuron_nodes.instance_type)))
     return 0
 
 

@@ -25,8 +25,11 @@ unmeasured candidate u is ruled out, either because the bootstrap difference obj
 objective(u) excludes 0 (lies above it), or because u's predicted upper bound does not beat b's
 measured objective. Measured configurations that cannot be told from b are its ties. The next
 stage (``next_stage``): per undecided load the candidate the model predicts best, then its k
-neighbours the interval does not rule out, then the rest by upper bound; at most ``size`` units
-(one wave), never one already measured (its points are in the bucket and reused).
+neighbours the interval does not rule out, then the rest by upper bound; a stage is one wave of
+``size`` units (the slots), its spare slots filled with the closest ruled-out competitors (an idle
+slot costs the same node-hours), never one already measured (its points are in the bucket and
+reused). So every stage but the last is a full wave, and the worst case (every candidate
+measured) is stage 1 and ceil(rest / slots) waves.
 
 Pure functions, standard library only.
 """
@@ -380,6 +383,12 @@ def next_stage(decisions: Sequence[Decision], size: int) -> list[Config]:
             ranked += [c for c in d.undecided if c.draft == top.draft and abs(c.k - top.k) == 1]
     for d in open_decisions:
         ranked += sorted(d.undecided, key=lambda c: -(d.estimates[c].high if d.estimates[c].high is not None else math.inf))
+    if ranked:
+        # A wave's node-hours are the same with a slot idle: fill it with the closest unmeasured
+        # competitor (so every stage but the last is a full wave, and the worst case is bounded).
+        for d in open_decisions:
+            rest = [e for e in d.estimates.values() if not e.measured and e.config not in ranked]
+            ranked += [e.config for e in sorted(rest, key=lambda e: -(e.point if e.point is not None else -math.inf))]
     return list(dict.fromkeys(ranked))[: max(size, 1)]
 
 
