@@ -31,7 +31,7 @@ def _short(config: staged.Config) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--margin", type=float, default=sweep_truth.DEFAULT_MARGIN, help="sweep.decision_margin (share of the objective)")
-    parser.add_argument("--price-per-node-hour", type=float, default=None, help="objective: mix cost per million tokens (default: mix speedup)")
+    parser.add_argument("--price-per-node-hour", type=float, default=None, help="objective: mix cost per M tokens (default: speedup)")
     parser.add_argument("--requests", type=int, default=sweep_truth.Shape().requests, help="requests per class and point")
     args = parser.parse_args(argv)
     shape = sweep_truth.Shape(requests=args.requests)

@@ -444,6 +444,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
 
     try:
         from specbench.analysis.sweep import E2E, TPOT, analyze_sweep, configured_slo, points_from_run
+        from specbench.outputs.sweep_next import stage_documents
         from specbench.outputs.sweep_report import load_sweep_points, write_report
     except ImportError:  # the Job's zip leaves the analysis out
         print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
@@ -460,6 +461,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         else:
             results, runs = open_store(args.results, args.region), []
             points, name = load_sweep_points(results, args.sweep_id, runs), args.sweep_id
+            staged_docs = stage_documents(results, args.sweep_id)  # a staged sweep's steps (sweep next), else none
             where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
     except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
         print(f"specbench: {error}", file=sys.stderr)
@@ -477,7 +479,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         servers_per_node=args.servers_per_node,
     )
     out = Path(args.out or f"sweep-report-{name}")
-    written = write_report(analysis, out, charts=not args.no_charts)
+    written = write_report(analysis, out, charts=not args.no_charts, staged=[] if args.run else staged_docs)
     print("\n".join(analysis.summary))
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
     return put_sweep_dashboard(args.dashboard, written["dashboard"], args.region) if args.dashboard else 0

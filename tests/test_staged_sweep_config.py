@@ -96,3 +96,31 @@ def test_the_budget_of_a_staged_sweep_is_its_worst_case():
     assert found.startswith("sweep.budget_node_hours=10.0: is below the staged plan's worst case of 20.2 node-hours")
     assert found.endswith("allowed: >= 21, or fewer variants or load levels, or more nodes")
     load_config({**context, "sweep.budget_node_hours": "21"}, {})
+
+
+def test_a_staged_sweep_chart_runs_stage_one_of_the_whole_catalogue():
+    """charts/sweep.py: the ConfigMap holds every unit (the catalogue later stages pick from), the
+    Job runs stage 1's indexes, and both launchers map a completion index through SWEEP_STAGE_UNITS."""
+    import importlib.util
+
+    from charts import benchmark_spec, serving_plan
+    from charts.sweep import LAUNCHER, RUNNER, job_spec, sweep_spec
+    from conftest import BUCKET
+
+    config = load_config({**DOCS_SWEEP, "sweep.strategy": "staged", "sweep.suite": ""}, {})
+    plan = serving_plan(config, BUCKET)
+    spec = sweep_spec(config, plan, benchmark_spec(config, plan))
+    assert len(spec.units) == 16
+    assert [spec.units[i].variant["name"] for i in spec.stage_units] == ["baseline", "q17-k7", "q06-k6", "baseline"]
+    job = job_spec(spec, "cm")
+    assert job["completions"] == 4
+    (client,) = job["template"]["spec"]["containers"]
+    sidecar = job["template"]["spec"]["initContainers"][-1]
+    stage_env = {"name": "SWEEP_STAGE_UNITS", "value": ",".join(map(str, spec.stage_units))}
+    assert stage_env in client["env"] and stage_env in sidecar["env"]
+    launcher_spec = importlib.util.spec_from_file_location(LAUNCHER.stem, LAUNCHER)
+    launcher = importlib.util.module_from_spec(launcher_spec)
+    launcher_spec.loader.exec_module(launcher)
+    assert "SWEEP_STAGE_UNITS" in RUNNER.read_text()  # the client's runner maps the index the same way
+    assert launcher.unit_index({"JOB_COMPLETION_INDEX": "2", "SWEEP_STAGE_UNITS": "0,7,14,15"}) == 14
+    assert launcher.unit_index({"JOB_COMPLETION_INDEX": "2"}) == 2

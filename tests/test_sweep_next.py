@@ -78,6 +78,17 @@ def test_sweep_next_walks_a_staged_sweep_to_the_truths_optimum(tmp_path, capsys)
     assert decision["made"] and (decision["best"] == f"{Q17} k={best_k}" or f"{Q17} k={best_k}" in decision["ties"])
     assert len(measured) < 14 and all(q.startswith("q17") for q in measured - {"q06-k6"})  # the 0.6B: one point
     assert any("predicted" in why for why in decision["ruled_out"].values())
+    # sweep-report: which stage made the decision, and every point never run with its prediction.
+    out_dir = tmp_path / "report"
+    code = cli.main(
+        ["sweep-report", "--results", str(tmp_path), "--sweep-id", "sw", "--out", str(out_dir), "--no-charts", "--resamples", "200"]
+    )
+    assert code == 0
+    report = (out_dir / "sweep-report.md").read_text()
+    assert "## Staged decisions" in report and f"decided after stage {doc['after_stage']}" in report
+    never = [line for line in report.splitlines() if line.startswith(f"| {Q06} k=9 | c1 | predicted ")]
+    assert len(never) == 1 and "below the best measured" in never[0]
+    assert f"| {Q17} k={best_k} |" not in report.split("### Never run")[1]  # measured, so not in the table
 
 
 def test_stage_job_maps_completion_indexes_to_the_catalogue_and_keeps_the_sweep_id(monkeypatch, tmp_path, capsys):

@@ -53,7 +53,9 @@ def run_unit(unit: dict, sweep_id: str, results: str, run=subprocess.run, python
 def main() -> int:
     with open(os.environ.get("SWEEP_UNITS", UNITS), encoding="utf-8") as handle:
         units = json.load(handle)
-    unit = units[int(os.environ["JOB_COMPLETION_INDEX"])]
+    index = int(os.environ["JOB_COMPLETION_INDEX"])
+    stage = os.environ.get("SWEEP_STAGE_UNITS", "")  # a staged sweep's stage: completion index -> catalogue index
+    unit = units[int(stage.split(",")[index]) if stage else index]
     return run_unit(unit, os.environ["SWEEP_ID"], os.environ["SWEEP_RESULTS"], bundle=os.environ.get("SWEEP_BUNDLE", BUNDLE))
 
 

@@ -19,11 +19,19 @@ def unit_command(units: list[dict], index: int) -> tuple[list[str], dict[str, st
     return [*unit["command"], *unit["args"]], dict(unit["env"])
 
 
+def unit_index(environ) -> int:  # type: ignore[no-untyped-def]
+    """The unit this pod runs: its completion index, or with SWEEP_STAGE_UNITS (a staged sweep's
+    stage: comma-separated catalogue indexes) the catalogue index at that position."""
+    index = int(environ["JOB_COMPLETION_INDEX"])
+    stage = environ.get("SWEEP_STAGE_UNITS", "")
+    return int(stage.split(",")[index]) if stage else index
+
+
 def main(argv: list[str]) -> int:
     units_file = argv[0] if argv else "/opt/sweep/units.json"
     with open(units_file, encoding="utf-8") as handle:
         units = json.load(handle)
-    index = int(os.environ["JOB_COMPLETION_INDEX"])
+    index = unit_index(os.environ)
     command, env = unit_command(units, index)
     print(f"sweep unit {index}: {units[index]['variant']['name']}: {' '.join(command)}", flush=True)
     os.environ.update(env)

@@ -146,3 +146,52 @@ def stage_job(job: dict[str, Any], stage_doc: Mapping[str, Any], slots: int | No
 
 def point_ids(variants: Sequence[SweepVariant], loads: Sequence[Load]) -> list[str]:
     return [point_id(v.name, load) for v in variants for load in loads]
+
+
+# --- the report's section --------------------------------------------------------------------------
+
+
+def staged_section(documents: Sequence[Mapping[str, Any]]) -> list[str]:
+    """sweep-report's account of a staged sweep: per load the decision and the stage that made it,
+    the stages, and every configuration never run with why (its prediction against the best)."""
+    if not documents:
+        return []
+    last = documents[-1]
+    made_in = evidence.decided_in(documents)
+    objective = last.get("objective") or {}
+    weights = ", ".join(f"{cls} {w:.2f}" for cls, w in sorted((objective.get("weights") or {}).items()))
+    lines = [
+        "## Staged decisions",
+        "",
+        f"One configuration per load for the traffic mix ({weights}); objective: mix-weighted {objective.get('kind', 'speedup')}.",
+        "",
+    ]
+    for load, d in last["decisions"].items():
+        ties = f" (indistinguishable: {', '.join(d['ties'])})" if d["ties"] else ""
+        if d["made"]:
+            lines.append(f"- {load}: {d['best']}, {d['best_display']}{ties}; decided after stage {made_in.get(load, last['after_stage'])}")
+        else:
+            lines.append(
+                f"- {load}: best measured so far {d['best']}, {d['best_display']}{ties}; OPEN after stage {last['after_stage']}: "
+                f"{', '.join(d['undecided'])} not ruled out"
+            )
+    measured = {e["config"] for d in last["decisions"].values() for e in d["estimates"] if e["measured"]}
+    stages = [
+        f"stage 1 (the synth Job): {', '.join(sorted(c for c in measured if c != 'baseline'))} measured in all; "
+        f"{len(documents)} analysis step(s)"
+    ]
+    for doc in documents:
+        nxt = doc.get("next_stage") or {}
+        if nxt.get("stage"):
+            stages.append(f"stage {nxt['stage']}: {', '.join(v['name'] for v in nxt['variants'])}")
+    lines += ["", *[f"- {s}" for s in stages], "", "### Never run", ""]
+    never = sorted({e["config"] for d in last["decisions"].values() for e in d["estimates"] if not e["measured"]})
+    if not never:
+        lines.append("- every configuration was measured")
+        return lines
+    lines += ["| configuration | load | why not run |", "| --- | --- | --- |"]
+    for config in never:
+        for load, d in last["decisions"].items():
+            why = d["ruled_out"].get(config) or ("not ruled out: the decision is open" if config in d["undecided"] else "n/a")
+            lines.append(f"| {config} | {load} | {why} |")
+    return lines
