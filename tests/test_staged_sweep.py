@@ -27,7 +27,9 @@ def _candidates(draft: str = DRAFT, ks: range = range(1, 13)) -> list[staged.Con
     return [_config(k, draft) for k in ks]
 
 
-def _measure(k: int, a: dict[str, float] = TRUE_A, c: float = TRUE_C, se: float = 0.01, bias: float = 1.0) -> dict[str, staged.ClassMeasure]:
+def _measure(
+    k: int, a: dict[str, float] = TRUE_A, c: float = TRUE_C, se: float = 0.01, bias: float = 1.0
+) -> dict[str, staged.ClassMeasure]:
     return {cls: staged.ClassMeasure(theory.expected_speedup(v, k, c) * bias, se, v, 0.003) for cls, v in a.items()}
 
 
@@ -149,9 +151,7 @@ def test_weights_parse_and_bad_ones_name_the_item():
 def test_a_small_known_truth_staged_equals_the_grid_for_less():
     """In-process, on the emulator's engine: 2 drafts, k = 3..7, 1 in flight, 2 classes."""
     shape = sweep_truth.Shape(ks=tuple(range(3, 8)), loads=("c1",), classes=("code", "qa"), requests=6, max_tokens=200)
-    truth = sweep_truth.Truth(
-        "small", {DRAFT: {"code": 0.92, "qa": 0.75}, OTHER: {"code": 0.3, "qa": 0.2}}, {DRAFT: 0.003, OTHER: 0.015}
-    )
+    truth = sweep_truth.Truth("small", {DRAFT: {"code": 0.92, "qa": 0.75}, OTHER: {"code": 0.3, "qa": 0.2}}, {DRAFT: 0.003, OTHER: 0.015})
     result = sweep_truth.compare(truth, staged.Objective({"code": 1.0, "qa": 1.0}), shape)
     assert result.agrees == {"c1": True} and result.class_agrees
     assert result.staged.decisions["c1"].made
