@@ -31,11 +31,11 @@ def _short(config: staged.Config) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--margin", type=float, default=sweep_truth.DEFAULT_MARGIN, help="sweep.decision_margin (share of the objective)")
-    parser.add_argument("--price-per-node-hour", type=float, default=None, help="objective: mix cost per M tokens (default: speedup)")
+    parser.add_argument("--node-price-per-hour", type=float, default=None, help="objective: mix cost per M tokens (default: speedup)")
     parser.add_argument("--requests", type=int, default=sweep_truth.Shape().requests, help="requests per class and point")
     args = parser.parse_args(argv)
     shape = sweep_truth.Shape(requests=args.requests)
-    objective = staged.Objective({cls: 1.0 for cls in shape.classes}, args.price_per_node_hour)
+    objective = staged.Objective({cls: 1.0 for cls in shape.classes}, args.node_price_per_hour)
     print(f"objective: mix-weighted {objective.kind} (equal class weights); decision margin {args.margin:.0%}")
     print("| truth | load | grid recommendation (ties) | staged recommendation | decided in stage | grid node-hours | staged node-hours |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -179,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
     nxt.add_argument("--sweep-id", required=True, help="the sweep (its points under <results>/sweeps/<sweep id>/)")
     nxt.add_argument("--results", default="results", help="directory or s3://BUCKET/PREFIX/ (default: ./results)")
     nxt.add_argument(
-        "--price-per-node-hour",
+        "--node-price-per-hour",
         type=float,
         default=None,
         help="objective: mix-weighted cost per million tokens at this node price (default: config/cost.py's for the instance type; "
@@ -691,7 +691,7 @@ def command_sweep(args: argparse.Namespace) -> int:
         print("specbench: sweep next: no sweep configured (sweep.variants is empty)", file=sys.stderr)
         return EXIT_USAGE
     # TODO(issue 25 merge): the node price from results.node_price_per_hour (branch decision).
-    price = args.price_per_node_hour if args.price_per_node_hour is not None else neuron_node_hour_price(config.neuron_nodes.instance_type)
+    price = args.node_price_per_hour if args.node_price_per_hour is not None else neuron_node_hour_price(config.neuron_nodes.instance_type)
     objective = staged.Objective(mix_weights(config), price or None, s.slo_tpot_ms / 1000, s.slo_ttft_ms / 1000)
     inputs = sweep_next.Inputs(
         tuple(sweep_variants(config)),

@@ -47,7 +47,7 @@ def _store(store, names):
 
 
 def _next(tmp_path, capsys):
-    code = cli.main(["sweep", "next", "--sweep-id", "sw", "--results", str(tmp_path), "--price-per-node-hour", "0", *CONTEXT])
+    code = cli.main(["sweep", "next", "--sweep-id", "sw", "--results", str(tmp_path), "--node-price-per-hour", "0", *CONTEXT])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
