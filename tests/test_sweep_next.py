@@ -128,3 +128,13 @@ def test_stage_job_maps_completion_indexes_to_the_catalogue_and_keeps_the_sweep_
 def test_sweep_next_without_points_is_one_line(tmp_path, capsys):
     code, _, err = _next(tmp_path, capsys)
     assert code == cli.EXIT_USAGE and err.startswith("specbench: sweep next: no sweep point stored under") and err.count("\n") == 1
+
+
+def test_a_mix_of_classes_no_point_measured_is_one_line(tmp_path, capsys):
+    """Synth already refuses weights outside the suite; points that measured fewer classes than the mix weighs are refused here."""
+    only = Truth(classes={"structured": 0.9}, drafts={Q17: 0.08, Q06: 0.3}, ks=(6, 7), loads=(Load(CONCURRENCY, 1),))
+    points = [p for p in _named(synthetic_points(only, requests=4)) if p.variant.is_baseline or p.variant.name in ("q17-k7", "q06-k6")]
+    store_points(LocalStore(tmp_path), "sw", points)
+    code, _, err = _next(tmp_path, capsys)
+    assert code == cli.EXIT_USAGE and "weighs class(es) open-ended that no stored point measured (measured: structured)" in err
+    assert err.count("\n") == 1

@@ -84,6 +84,13 @@ def advance(
     obs = evidence.observations(points, notes=notes)
     if not obs.baseline:
         raise NextError(f"sweep {sweep_id}: no baseline point is stored yet (stage 1 is the synth Job: start it first)")
+    seen = {cls for classes in obs.baseline.values() for cls in classes}
+    missing = sorted(set(inputs.objective.normalised()) - seen)
+    if missing:
+        raise NextError(
+            f"sweep {sweep_id}: the traffic mix weighs class(es) {', '.join(missing)} that no stored point measured "
+            f"(measured: {', '.join(sorted(seen))}); set sweep.class_weights to the suite's classes"
+        )
     step = evidence.advance(obs, inputs.variants, inputs.objective, stage, inputs.slots, inputs.margin, resamples)
     key = f"sweeps/{sweep_id}/{STAGES}after-stage-{stage}.json"
     location = f"{store.location.rstrip('/')}/{key}"

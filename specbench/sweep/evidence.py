@@ -4,8 +4,8 @@
 them) into the staged model's ``Observations``: per load and class the speedup of the chosen metric
 against the baseline at that load (median / median, its standard error from the seeded bootstrap
 CI, (high - low) / (2 x 1.96)), the per-token acceptance (``point_acceptance``: /metrics where the
-server counts it, else the stream's, only when the self-check passes; its standard error from the
-spread over the class's test cases, at least 0.01), the medians the SLOs check, and the baseline's
+server counts it, else the stream's, only when the self-check passes; its standard error a fixed
+0.01, MIN_A_SE: a point's a is a mean over hundreds of draft positions), the medians the SLOs check, and the baseline's
 tokens/s per node (cost). ``advance`` is one step of the staged loop: the decision at every load,
 and the next stage's units when one is open. Both pure; specbench/outputs/sweep_next.py reads and
 writes the store.
