@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export AWS_EC2_METADATA_DISABLED ?= true
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 
-.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist preflight clean
+.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep bench-staged-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist preflight clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -77,6 +77,9 @@ lock:
 
 bench: dev-deps
 	$(BIN)/python scripts/bench_synth.py
+
+bench-staged-sweep: dev-deps
+	$(BIN)/python scripts/bench_staged_sweep.py
 
 bench-client: dev-deps
 	$(BIN)/python scripts/bench_client.py

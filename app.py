@@ -17,10 +17,9 @@ from aws_cdk import App
 
 from config import ConfigError, load_config
 from config.cost import node_price
-from config.sweep import SWEEP_START, sweep_plan
+from config.sweep import SWEEP_START, plan_text
 from config.sweep import enabled as sweep_enabled
 from config.validate import config_warnings
-from specbench.sweep.plan import render as render_plan
 from stacks import build_app
 
 ROOT = Path(__file__).resolve().parent
@@ -61,8 +60,7 @@ def main(argv: list[str]) -> int:
     for line in config_warnings(config):
         print(f"config warning: {line}", file=sys.stderr)
     if sweep_enabled(config):
-        plan = sweep_plan(config, node_price(config)[0])
-        print(f"{render_plan(plan)}\n{SWEEP_START}", file=sys.stderr)
+        print(f"{plan_text(config, node_price(config)[0])}\n{SWEEP_START}", file=sys.stderr)
     build_app(app, config)
     try:
         app.synth()

@@ -57,7 +57,7 @@ import cdk8s
 from constructs import Construct
 
 from config import PlatformConfig, catalog
-from config.sweep import CLIENT, SERVER_CONTAINER, SIDECAR, sweep_plan
+from config.sweep import CLIENT, SERVER_CONTAINER, SIDECAR, grid_plan, stage_one_variants, sweep_plan
 from config.variants import speculator_target
 from specbench.prompts.suite import load_suite
 from specbench.sweep.plan import SweepPlan
@@ -108,6 +108,10 @@ class SweepSpec:
     devices_per_node: int = 16
     lnc: int = 2
     aws_cli_image: str = ""
+    # sweep.strategy=staged: ``units`` is the catalogue of every unit (the grid's), and the Job runs
+    # these indexes of it (its completion index i runs unit stage_units[i]; the launchers read
+    # SWEEP_STAGE_UNITS); `specbench sweep stage-job` sets them for a later stage. Empty: every unit.
+    stage_units: tuple[int, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -116,7 +120,8 @@ class SweepSpec:
 
 def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) -> SweepSpec:
     """The sweep of a validated configuration whose ``sweep.variants`` is set."""
-    planned = sweep_plan(config)
+    staged = config.sweep.strategy == "staged"
+    planned = grid_plan(config) if staged else sweep_plan(config)
     # The baseline unit runs as the baseline service does; variants on the speculative services' spec
     # (the same unless serving.cross_stack puts the baseline on another stack).
     baseline, shared = plan.services[0].serving, plan.services[-1].serving
@@ -132,6 +137,8 @@ def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) 
     own = config.sweep.suite
     suite = load_suite(own or config.benchmark.suite_file)
     suite_json = json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if own else ""
+    first = {v.name for v in stage_one_variants(config)} if staged else set()
+    stage = tuple(u.index for u in planned.units if not u.variant.draft_model or u.variant.name in first) if staged else ()
     cases = len(suite.test_cases)
     n = config.neuron_nodes
     return SweepSpec(
@@ -146,6 +153,7 @@ def sweep_spec(config: PlatformConfig, plan: ServingPlan, bench: BenchmarkSpec) 
         devices_per_node=catalog.TRAINIUM_INSTANCES[n.instance_type].neuron_devices,
         lnc=n.logical_nc_config,
         aws_cli_image=plan.model_cache.aws_cli_image,
+        stage_units=stage,
     )
 
 
@@ -294,6 +302,10 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         {"name": "SWEEP_BUNDLE", "value": f"{benchmark.CODE_MOUNT}/{benchmark.BUNDLE}"},
     ]
     # The pod may run as root (the vLLM server does, as in the services); the client never does.
+    if spec.stage_units:  # a staged sweep's stage: completion index -> catalogue index
+        stage_env = {"name": "SWEEP_STAGE_UNITS", "value": ",".join(map(str, spec.stage_units))}
+        launcher["env"] = [*launcher["env"], stage_env]
+        client["env"].append(stage_env)
     client["securityContext"] = {**client["securityContext"], "runAsUser": benchmark.RUN_AS, "runAsGroup": benchmark.RUN_AS}
     client["volumeMounts"].append({"name": "sweep", "mountPath": MOUNT, "readOnly": True})
     volumes = [*pod["volumes"], *bench_pod["volumes"], {"name": "sweep", "configMap": {"name": config_map}}]
@@ -354,7 +366,7 @@ def facts_job(spec: SweepSpec, config_map: str) -> dict[str, Any]:
 def job_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
     return {
         "completionMode": "Indexed",
-        "completions": len(spec.units),
+        "completions": len(spec.stage_units or spec.units),
         "parallelism": spec.parallelism,
         "backoffLimitPerIndex": 0,
         "podFailurePolicy": hardware_facts.gate_failure_policy(),

@@ -327,6 +327,22 @@ class SweepSettings:
         "sidecar, an init container with `restartPolicy: Always`; no public source says the Neuron device plugin allocates "
         "devices to one).",
     )
+    # The staged sweep (issue 27; specbench/sweep/staged.py, docs/sweeps.md#staged).
+    strategy: str = setting(
+        "grid",
+        "`grid`: measure every variant at every load; `staged`: the baseline and one k per draft first, then stage after stage the "
+        "configurations the model cannot rule out (`specbench sweep next`), until the decision at each load is made.",
+    )
+    class_weights: tuple[str, ...] = setting(
+        (),
+        "The traffic mix the staged decision optimises, `CLASS:WEIGHT` per prompt class of the sweep's suite (weights >= 0); "
+        "empty = the suite's `class_weights`, else equal weights.",
+    )
+    decision_margin: float = setting(
+        0.02,
+        "Staged stop rule: an unmeasured configuration whose predicted upper bound beats the best measured by less than this share "
+        "of the objective is not worth a compilation (0 to 0.2; 0 = the bare rule).",
+    )
 
 
 @dataclass(frozen=True)

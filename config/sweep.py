@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
+from specbench.prompts.suite import PROMPT_CLASSES, SuiteError, load_suite
+from specbench.sweep import staged
 from specbench.sweep.plan import Estimates, SweepPlan, make_plan
 from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
 
@@ -152,6 +154,50 @@ def number_problems(config: PlatformConfig) -> Iterable[Problem]:
             yield Problem(f"sweep.{field}", value, "must be a number greater than 0", "> 0")
     if not (math.isfinite(s.start_minutes_per_variant) and 0 <= s.start_minutes_per_variant):
         yield Problem("sweep.start_minutes_per_variant", s.start_minutes_per_variant, "must be a number of minutes", ">= 0")
+    yield from staged_problems(config)
+
+
+MAX_MARGIN = 0.2
+
+
+def suite_classes(config: PlatformConfig) -> set[str] | None:
+    """The prompt classes of the sweep's suite; None when it does not load (reported by the suite rules)."""
+    try:
+        suite = load_suite(config.sweep.suite or config.benchmark.suite_file)
+    except (SuiteError, OSError, ValueError):
+        return None
+    return {case.prompt_class for case in suite.test_cases}
+
+
+def staged_problems(config: PlatformConfig) -> Iterable[Problem]:
+    """sweep.strategy, sweep.class_weights and sweep.decision_margin (issue 27)."""
+    s = config.sweep
+    if s.strategy not in staged.STRATEGIES:
+        yield Problem("sweep.strategy", s.strategy, "is not a sweep strategy", ", ".join(staged.STRATEGIES))
+    if not (math.isfinite(s.decision_margin) and 0.0 <= s.decision_margin <= MAX_MARGIN):
+        yield Problem("sweep.decision_margin", s.decision_margin, "is out of range", f"0 to {MAX_MARGIN:g} (a share of the objective)")
+    try:
+        weights = staged.parse_weights(s.class_weights)
+    except ValueError as error:
+        yield Problem("sweep.class_weights", s.class_weights, str(error), "CLASS:WEIGHT items, weights >= 0, e.g. code:3,qa:1")
+        return
+    classes = suite_classes(config) if weights else None
+    for name in weights:
+        if classes is not None and name not in classes:
+            yield Problem("sweep.class_weights", name, "is not a prompt class of the sweep's suite", ", ".join(sorted(classes)))
+        elif classes is None and name not in PROMPT_CLASSES:
+            yield Problem("sweep.class_weights", name, "is not a prompt class", ", ".join(PROMPT_CLASSES))
+
+
+def mix_weights(config: PlatformConfig) -> dict[str, float]:
+    """The traffic mix of a validated configuration: sweep.class_weights, else the suite's
+    ``class_weights``, else every class of the suite at weight 1."""
+    if config.sweep.class_weights:
+        return staged.parse_weights(config.sweep.class_weights)
+    suite = load_suite(config.sweep.suite or config.benchmark.suite_file)
+    if suite.class_weights:
+        return dict(suite.class_weights)
+    return {case.prompt_class: 1.0 for case in suite.test_cases}
 
 
 def sidecar_problems(config: PlatformConfig) -> Iterable[Problem]:
@@ -203,26 +249,90 @@ def nodes_for_a_slot(config: PlatformConfig) -> int:
     return 65  # a service that fills a node and a sweep pod that cannot fit beside it: reported as is
 
 
-def sweep_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
-    """The plan of a configured sweep (call only on a validated config with a sweep and a free slot);
-    dollars with a price (config/cost.py ``neuron_node_hour_price``: cost imports the loader, which
-    runs these rules, so the price comes from the caller)."""
+def _plan_inputs(config: PlatformConfig) -> dict:
     s, n = config.sweep, config.neuron_nodes
     instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
     devices = -(-config.serving.tensor_parallel_size // instance.logical_cores_per_device(n.logical_nc_config))
-    services = service_variants(config.serving)
+    return {
+        "slots_per_node": slots_per_node(config) or (),
+        "devices_per_unit": devices,
+        "devices_per_node": instance.neuron_devices,
+        "estimates": Estimates(s.compile_minutes_per_variant, s.start_minutes_per_variant, s.measure_minutes_per_point),
+        "precompiled": precompiled_keys(config),
+    }
+
+
+def precompiled_keys(config: PlatformConfig) -> list[tuple[str, int, str]]:
+    """The compile keys whose graphs the long-running services put in the bucket."""
     method = config.serving.speculation_method
-    precompiled = [(v.draft_model, v.num_speculative_tokens, method if v.draft_model else "") for v in services]
+    return [(v.draft_model, v.num_speculative_tokens, method if v.draft_model else "") for v in service_variants(config.serving)]
+
+
+def candidates(config: PlatformConfig) -> list[staged.Config]:
+    return [staged.Config(v.draft_model, v.k, v.method) for v in sweep_variants(config)]
+
+
+def stage_one_variants(config: PlatformConfig) -> list[SweepVariant]:
+    """The staged sweep's first stage besides the baseline (specbench/sweep/staged.py ``stage_one``)."""
+    chosen = set(staged.stage_one(candidates(config), [staged.Config(*key) for key in precompiled_keys(config)]))
+    return [v for v in sweep_variants(config) if staged.Config(v.draft_model, v.k, v.method) in chosen]
+
+
+def grid_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
+    """Every variant at every load (the grid strategy's Job)."""
+    s = config.sweep
     return make_plan(
-        sweep_variants(config),
-        loads(s.concurrencies, s.request_rates),
-        slots_per_node=slots_per_node(config) or (),
-        devices_per_unit=devices,
-        devices_per_node=instance.neuron_devices,
-        estimates=Estimates(s.compile_minutes_per_variant, s.start_minutes_per_variant, s.measure_minutes_per_point),
-        precompiled=precompiled,
-        price_per_node_hour=price_per_node_hour,
+        sweep_variants(config), loads(s.concurrencies, s.request_rates), price_per_node_hour=price_per_node_hour, **_plan_inputs(config)
     )
+
+
+def sweep_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
+    """The plan of the Job synth builds (call only on a validated config with a sweep and a free
+    slot): the grid, or with sweep.strategy=staged its first stage; dollars with a price
+    (config/cost.py ``node_price``, the setting results.node_price_per_hour: cost imports the loader, which runs these rules,
+    so the price comes from the caller)."""
+    s = config.sweep
+    if s.strategy != staged.STAGED:
+        return grid_plan(config, price_per_node_hour)
+    return make_plan(
+        stage_one_variants(config), loads(s.concurrencies, s.request_rates), price_per_node_hour=price_per_node_hour, **_plan_inputs(config)
+    )
+
+
+def staged_cost(config: PlatformConfig) -> staged.StagedCost:
+    """Node-hours of the staged strategy (stage 1, expected, worst case) beside the grid's."""
+    s, inputs = config.sweep, _plan_inputs(config)
+    slots = inputs["slots_per_node"]
+    nodes = sum(1 for k in slots if k > 0)
+    return staged.staged_cost(
+        candidates(config),
+        len(loads(s.concurrencies, s.request_rates)),
+        sum(slots),
+        [staged.Config(*key) for key in inputs["precompiled"]],
+        inputs["estimates"],
+        nodes,
+    )
+
+
+def plan_text(config: PlatformConfig, price_per_node_hour: float | None = None) -> str:
+    """What synth and ``specbench plan`` print: the Job's plan, then both strategies' node-hours."""
+    from specbench.sweep.plan import render
+
+    text = render(sweep_plan(config, price_per_node_hour))
+    cost = staged_cost(config)
+
+    def money(hours: float) -> str:
+        return f" (${hours * price_per_node_hour:,.0f})" if price_per_node_hour else ""
+
+    chosen = ", ".join(f"{v.name} (k = {v.k})" for v in stage_one_variants(config))
+    lines = [
+        f"strategy {config.sweep.strategy}" + (" (this Job is stage 1)" if config.sweep.strategy == staged.STAGED else ""),
+        f"  grid:   {cost.grid:.1f} node-hours{money(cost.grid)}",
+        f"  staged: stage 1 {cost.stage_one:.1f} node-hours{money(cost.stage_one)} [baseline, {chosen}, baseline again]; "
+        f"expected {cost.expected:.1f}{money(cost.expected)} (stage 1 and one wave); "
+        f"worst case {cost.worst:.1f}{money(cost.worst)} (one wave a stage until every variant is measured)",
+    ]
+    return text + "\n" + "\n".join(lines)
 
 
 def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
@@ -243,12 +353,15 @@ def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
         return
     plan = sweep_plan(config)
     budget = config.sweep.budget_node_hours
-    if plan.node_hours > budget:
+    # The staged strategy's budget is its worst case: every variant measured, one wave a stage.
+    needed = staged_cost(config).worst if config.sweep.strategy == staged.STAGED else plan.node_hours
+    what = "staged plan's worst case of" if config.sweep.strategy == staged.STAGED else "plan's"
+    if needed > budget:
         yield Problem(
             "sweep.budget_node_hours",
             budget,
-            f"is below the plan's {plan.node_hours:.1f} node-hours ({len(plan.waves)} waves of up to {plan.slots} pods on "
+            f"is below the {what} {needed:.1f} node-hours ({len(plan.waves)} waves of up to {plan.slots} pods on "
             f"{plan.nodes} node(s), {plan.wall_hours:.1f} h; `specbench plan` shows them)",
-            f">= {math.ceil(plan.node_hours)}, or fewer variants or load levels, or more nodes",
+            f">= {math.ceil(needed)}, or fewer variants or load levels, or more nodes",
             depends_on=("sweep.variants", "sweep.concurrencies", "sweep.request_rates", "neuron_nodes.desired_size", *inputs),
         )

@@ -239,6 +239,26 @@ def parser() -> argparse.ArgumentParser:
     )
     imported.add_argument("--region", default=None)
 
+    staged_sweep = commands.add_parser("sweep", help="a staged sweep's next stage (sweep.strategy=staged; docs/sweeps.md)")
+    steps = staged_sweep.add_subparsers(dest="sweep_command", required=True)
+    nxt = steps.add_parser("next", help="decide at every load from the stored points; print and store the next stage and its command")
+    nxt.add_argument("--sweep-id", required=True, help="the sweep (its points under <results>/sweeps/<sweep id>/)")
+    nxt.add_argument("--results", default="results", help="directory or s3://BUCKET/PREFIX/ (default: ./results)")
+    nxt.add_argument(
+        "--node-price-per-hour",
+        type=node_price,
+        default=None,
+        help="objective: mix-weighted cost per million tokens at this node price (default: the setting results.node_price_per_hour; "
+        "0: the mix-weighted speedup)",
+    )
+    nxt.add_argument("--resamples", type=positive_int, default=400, help="bootstrap replicates of the model's interval")
+    nxt.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
+    nxt.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
+    nxt.add_argument("--region", default=None)
+    job = steps.add_parser("stage-job", help="filter: the CronJob's Job JSON (stdin) made into a stage's Job (stdout)")
+    job.add_argument("--stage", required=True, help="the after-stage-<n>.json that sweep next stored (a path or s3:// URL)")
+    job.add_argument("--region", default=None)
+
     plan = commands.add_parser("plan", help="print the configured sweep's matrix, waves, node-hours and cost (from a checkout)")
     plan.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
     plan.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
@@ -326,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_preflight(args)
         if args.command == "sweep-report":
             return command_sweep_report(args)
+        if args.command == "sweep":
+            return command_sweep(args)
         return command_suite(args)
     except (SuiteError, DatasetError) as error:
         print(f"specbench: {error}", file=sys.stderr)
@@ -539,6 +561,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
 
     try:
         from specbench.analysis.sweep import E2E, TPOT, analyze_sweep, configured_slo, points_from_run
+        from specbench.outputs.sweep_next import stage_documents
         from specbench.outputs.sweep_report import load_sweep_points, write_report
     except ImportError:  # the Job's zip leaves the analysis out
         print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
@@ -558,6 +581,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
             results, runs, read = open_store(args.results, args.region), [], []
             points, name = load_sweep_points(results, args.sweep_id, runs, read), args.sweep_id
             print_skipped(read)
+            staged_docs = stage_documents(results, args.sweep_id)  # a staged sweep's steps (sweep next), else none
             where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
     except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
         print(f"specbench: {error}", file=sys.stderr)
@@ -585,7 +609,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
         price=price,
     )
     out = Path(args.out or f"sweep-report-{name}")
-    written = write_report(analysis, out, charts=not args.no_charts)
+    written = write_report(analysis, out, charts=not args.no_charts, staged=[] if args.run else staged_docs)
     print("\n".join(analysis.summary))
     print(f"price: {price.describe()}; {servers} servers per node")
     print(f"{len(points)} points analysed in {time.perf_counter() - started:.1f} s; report: {written['markdown']}")
@@ -756,14 +780,76 @@ def command_plan(args: argparse.Namespace) -> int:
     if isinstance(config, int):
         return config
     from config.cost import node_price as configured_price
-    from config.sweep import enabled, sweep_plan
-    from specbench.sweep.plan import render
+    from config.sweep import enabled, plan_text
 
     if not enabled(config):
         print("no sweep configured: set sweep.variants (e.g. -c sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5)")
         return 0
-    print(render(sweep_plan(config, configured_price(config)[0])))
+    print(plan_text(config, configured_price(config)[0]))
     return 0
+
+
+def command_sweep(args: argparse.Namespace) -> int:
+    """``sweep next`` (one step of a staged sweep) and ``sweep stage-job`` (the next stage's Job)."""
+    from specbench.outputs import sweep_next
+
+    if args.sweep_command == "stage-job":
+        import json
+
+        try:
+            doc = json.loads(_read_location(args.stage, args.region))
+            job = json.loads(sys.stdin.read())
+            print(jsonfile_dumps(sweep_next.stage_job(job, doc), indent=2))
+        except (OSError, ValueError) as error:
+            print(f"specbench: sweep stage-job: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        return 0
+    config = checkout_config(args)
+    if isinstance(config, int):
+        return config
+    from config.cost import node_price as configured_price
+    from config.sweep import mix_weights, slots_per_node, sweep_variants
+    from specbench.outputs.sweep_report import load_sweep_points
+    from specbench.results.store import open_store
+    from specbench.sweep import staged
+    from specbench.sweep.points import loads
+
+    s = config.sweep
+    if not s.variants:
+        print("specbench: sweep next: no sweep configured (sweep.variants is empty)", file=sys.stderr)
+        return EXIT_USAGE
+    price = configured_price(config)[0] if args.node_price_per_hour is None else args.node_price_per_hour
+    objective = staged.Objective(mix_weights(config), price or None, s.slo_tpot_ms / 1000, s.slo_ttft_ms / 1000)
+    inputs = sweep_next.Inputs(
+        tuple(sweep_variants(config)),
+        loads(s.concurrencies, s.request_rates),
+        objective,
+        max(sum(slots_per_node(config) or ()), 1),
+        s.decision_margin,
+        config.serving.namespace,
+    )
+    try:
+        store = open_store(args.results, args.region)
+        points = load_sweep_points(store, args.sweep_id)
+        if not points:
+            raise sweep_next.NextError(f"no sweep point stored under {store.location.rstrip('/')}/sweeps/{args.sweep_id}/")
+        _, doc, location = sweep_next.advance(store, points, args.sweep_id, inputs, args.resamples)
+    except (OSError, ValueError) as error:
+        print(f"specbench: sweep next: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(sweep_next.render(doc))
+    print(f"stored: {location}")
+    return 0
+
+
+def _read_location(location: str, region: str | None) -> str:
+    """A file's text from a path or an s3:// URL."""
+    if location.startswith("s3://"):
+        from specbench.results.store import open_store
+
+        folder, _, name = location.rpartition("/")
+        return open_store(folder + "/", region).read_text(name)
+    return Path(location).read_text(encoding="utf-8")
 
 
 def checkout_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -59,7 +59,10 @@ def test_plan_prints_the_configured_sweep(capsys):
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     assert out[0] == "sweep: 1 variant(s) + baseline (first and last wave) x 2 load level(s) [c1, c4] = 6 points in 3 pods"
-    assert out[-1] == "estimate: 2 wave(s), 3.2 h wall clock, 3.2 Neuron node-hours, $116 at $35.76/node-hour"
+    assert out[-4] == "estimate: 2 wave(s), 3.2 h wall clock, 3.2 Neuron node-hours, $116 at $35.76/node-hour"
+    # Both strategies beside each other (issue 27): one variant, so staged = its stage 1 = the grid.
+    assert out[-3:-1] == ["strategy grid", "  grid:   3.2 node-hours ($116)"]
+    assert out[-1].startswith("  staged: stage 1 3.2 node-hours ($116) [baseline, q17-k5 (k = 5), baseline again]")
 
 
 def test_plan_without_a_sweep_or_with_a_bad_setting(capsys):

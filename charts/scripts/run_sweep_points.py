@@ -93,7 +93,9 @@ def wait_for_server(url: str, signal_dir: Path, timeout: float, poll: float = 5.
 def main() -> int:
     with open(os.environ.get("SWEEP_UNITS", UNITS), encoding="utf-8") as handle:
         units = json.load(handle)
-    unit = units[int(os.environ["JOB_COMPLETION_INDEX"])]
+    index = int(os.environ["JOB_COMPLETION_INDEX"])
+    stage = os.environ.get("SWEEP_STAGE_UNITS", "")  # a staged sweep's stage: completion index -> catalogue index
+    unit = units[int(stage.split(",")[index]) if stage else index]
     sweep_id, results, bundle = os.environ["SWEEP_ID"], os.environ["SWEEP_RESULTS"], os.environ.get("SWEEP_BUNDLE", BUNDLE)
     if not os.environ.get("SWEEP_SIGNAL_DIR"):
         return run_unit(unit, sweep_id, results, bundle=bundle)

@@ -66,6 +66,14 @@ def supervise(command: list[str], env: dict[str, str], signal_dir: Path, poll: f
         time.sleep(poll)
 
 
+def unit_index(environ) -> int:  # type: ignore[no-untyped-def]
+    """The unit this pod runs: its completion index, or with SWEEP_STAGE_UNITS (a staged sweep's
+    stage: comma-separated catalogue indexes) the catalogue index at that position."""
+    index = int(environ["JOB_COMPLETION_INDEX"])
+    stage = environ.get("SWEEP_STAGE_UNITS", "")
+    return int(stage.split(",")[index]) if stage else index
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="start this sweep pod's vLLM server")
     parser.add_argument("units", nargs="?", default="/opt/sweep/units.json")
@@ -75,7 +83,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     with open(args.units, encoding="utf-8") as handle:
         units = json.load(handle)
-    index = int(os.environ["JOB_COMPLETION_INDEX"])
+    index = unit_index(os.environ)
     command, env = unit_command(units, index)
     print(f"sweep unit {index}: {units[index]['variant']['name']}: {' '.join(command)}", flush=True)
     if args.signal_dir is not None:

@@ -74,7 +74,10 @@ def load_sweep_points(
 # --- Markdown ------------------------------------------------------------------------------------
 
 
-def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None) -> str:
+def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, staged: Sequence[Mapping[str, Any]] = ()) -> str:
+    """``staged``: a staged sweep's after-stage documents (specbench/outputs/sweep_next.py), for its section."""
+    from specbench.outputs.sweep_next import staged_section
+
     charts = charts or {}
     metric = METRIC_TITLES[analysis.metric]
     lines = [f"# Sweep {analysis.sweep_id or '(unnamed)'}", "", "## Recommendations", ""]
@@ -94,6 +97,8 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None) -
     lines += [f"- {line}" for line in analysis.table]
     for note in analysis.notes:
         lines.append(f"- NOTE: {note}")
+    section = staged_section(staged)
+    lines += ["", *section] if section else []
     for cls in analysis.classes:
         lines += ["", f"## {cls.prompt_class} prompts", ""]
         lines += _curve_table(cls)
@@ -325,7 +330,7 @@ def _md(text: Any) -> str:
 # --- everything ----------------------------------------------------------------------------------
 
 
-def write_report(analysis: SweepAnalysis, out_dir: Path, charts: bool = True) -> dict[str, Path]:
+def write_report(analysis: SweepAnalysis, out_dir: Path, charts: bool = True, staged: Sequence[Mapping[str, Any]] = ()) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     drawn = write_charts(analysis, out_dir) if charts else {}
@@ -334,7 +339,7 @@ def write_report(analysis: SweepAnalysis, out_dir: Path, charts: bool = True) ->
         "json": out_dir / "sweep-analysis.json",
         "dashboard": out_dir / "sweep-widgets.json",
     }
-    written["markdown"].write_text(markdown(analysis, {name: path.name for name, path in drawn.items()}), encoding="utf-8")
+    written["markdown"].write_text(markdown(analysis, {name: path.name for name, path in drawn.items()}, staged), encoding="utf-8")
     written["json"].write_text(jsonfile.dumps(analysis.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     written["dashboard"].write_text(jsonfile.dumps({"widgets": dashboard_widgets(analysis)}, indent=2) + "\n", encoding="utf-8")
     return {**written, **drawn}

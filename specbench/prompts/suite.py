@@ -88,6 +88,8 @@ class Suite:
     sources: tuple[datasets.DatasetSource, ...] = ()
     seed: int = 0
     base_dir: str = field(default="", compare=False)  # where relative dataset paths are resolved: the suite file's directory
+    # The traffic mix a staged sweep optimises (prompt class -> weight >= 0; sweep.class_weights overrides it).
+    class_weights: tuple[tuple[str, float], ...] = ()
 
     def select(self, names: list[str]) -> Suite:
         """The named test cases only, in suite order; unknown names are an error listing the known ones."""
@@ -108,6 +110,8 @@ class Suite:
             # records them, and the chart's copy of the suite parses back to the same suite.
             data["seed"] = self.seed
             data["datasets"] = {s.name: s.definition() for s in self.sources}
+        if self.class_weights:
+            data["class_weights"] = dict(self.class_weights)
         return data
 
     def materialize(self, cache: datasets.Cache | None = None, hub_endpoint: str | None = None) -> Suite:
@@ -131,9 +135,9 @@ def parse_suite(data: Any, source: str = "suite", base_dir: str = "") -> Suite:
     """A Suite from decoded JSON, or SuiteError naming the offending field."""
     if not isinstance(data, dict) or not isinstance(data.get("test_cases"), list) or not data["test_cases"]:
         raise SuiteError(f"{source}: expected an object with a non-empty list 'test_cases'")
-    unknown_top = sorted(set(data) - {"name", "test_cases", "datasets", "seed"})
+    unknown_top = sorted(set(data) - {"name", "test_cases", "datasets", "seed", "class_weights"})
     if unknown_top:
-        raise SuiteError(f"{source}: unknown field {', '.join(unknown_top)}; allowed: name, test_cases, datasets, seed")
+        raise SuiteError(f"{source}: unknown field {', '.join(unknown_top)}; allowed: name, test_cases, datasets, seed, class_weights")
     raw_sources = data.get("datasets", {})
     if not isinstance(raw_sources, dict):
         raise SuiteError(f"{source}.datasets: expected an object of named dataset sources")
@@ -153,7 +157,24 @@ def parse_suite(data: Any, source: str = "suite", base_dir: str = "") -> Suite:
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name:
         raise SuiteError(f"{source}: name must be a non-empty string")
-    return Suite(name, tuple(cases), sources, seed, base_dir)
+    return Suite(
+        name, tuple(cases), sources, seed, base_dir, _class_weights(data.get("class_weights", {}), source, {c.prompt_class for c in cases})
+    )
+
+
+def _class_weights(raw: Any, source: str, classes: set[str]) -> tuple[tuple[str, float], ...]:
+    """``class_weights``: an object of the suite's prompt classes -> weights >= 0, one of them > 0."""
+    where = f"{source}.class_weights"
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{where}: expected an object of prompt class -> weight")
+    for cls, weight in raw.items():
+        if cls not in classes:
+            raise SuiteError(f"{where}: {cls!r} is not a prompt class of the suite; allowed: {', '.join(sorted(classes))}")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0 or weight == float("inf"):
+            raise SuiteError(f"{where}.{cls}: {weight!r} must be a number >= 0")
+    if raw and not any(w > 0 for w in raw.values()):
+        raise SuiteError(f"{where}: every weight is 0; at least one class needs a weight > 0")
+    return tuple((cls, float(w)) for cls, w in raw.items())
 
 
 def _parse_case(item: Any, where: str, sources: set[str]) -> TestCase:
