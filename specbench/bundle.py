@@ -10,7 +10,7 @@ be byte-stable: entries are sorted, every timestamp is 1980-01-01 (the earliest 
 every mode 0644, so two builds of the same sources are the same bytes and ``cdk diff`` shows a
 change only when the code changed. The Job's zip stores its members uncompressed and the whole
 zip is compressed once, solid, with xz at a fixed preset: one dictionary over every module finds
-what they share (84 KB of per-file deflate became 58 KB), and zipimport reads only stored or
+what they share (84 KB of per-file deflate became 59 KB), and zipimport reads only stored or
 deflated members, so the pod decompresses it first. (Deflate and xz output is that of the Python
 build's zlib and liblzma; neither has changed its output in years, zlib-ng builds deflate differently.)
 
