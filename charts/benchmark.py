@@ -1,8 +1,9 @@
 """The benchmark as Kubernetes objects: a Job that ``cdk deploy`` creates after the services, and a
 suspended CronJob with the same pod template from which ``kubectl create job --from`` reruns it.
 
-No image is built: the ``specbench`` package reaches the pod as a zip application in a ConfigMap,
-and a stock Python image pip-installs the pinned requirements into an emptyDir at start
+No image is built: the ``specbench`` package reaches the pod as a zip application in a ConfigMap
+(xz-compressed: ``UNPACK`` writes the zip to /tmp, checked against the sha256 the pod template
+records), and a stock Python image pip-installs the pinned requirements into an emptyDir at start
 (charts/README.md, "Benchmark", says why). The pod runs on the system node group, as a non-root
 user with a read-only root filesystem; its only AWS identity is the Pod Identity role of the
 ``specbench`` service account (the data stack's benchmark role, stacks/storage.py): put and get
@@ -12,12 +13,14 @@ under ``results/``, and PutMetricData in the configured namespace.
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import Any
 
 import cdk8s
 from constructs import Construct
 
 from config import layout
+from specbench.bundle import xz_bytes
 
 from .network import CLIENT_LABELS
 from .objects import add_objects, guaranteed, metadata
@@ -29,6 +32,32 @@ SERVICE_ACCOUNT = layout.BENCHMARK_SERVICE_ACCOUNT
 LABELS = {"app.kubernetes.io/name": NAME}
 CODE_MOUNT = "/opt/specbench"
 BUNDLE = "specbench.pyz"
+# The ConfigMap holds the zip xz-compressed (specbench/bundle.py says why); the pod unpacks it to
+# the writable /tmp emptyDir (the root filesystem is read-only) and runs it from there.
+PACKED = f"{BUNDLE}.xz"
+TMP = "/tmp"
+UNPACKED = f"{TMP}/{BUNDLE}"
+# The sha256 of the zip, in the container's environment: what the unpacked bytes must hash to.
+BUNDLE_SHA256_ENV = "SPECBENCH_BUNDLE_SHA256"
+# The unpacker (the ConfigMap's unpack.py, once for the Job and the CronJob), run before anything
+# else, so a damaged ConfigMap fails in one line, not after pip's 30 s. Standard library only: lzma
+# is part of the python:3.10.19-slim image (docker-library/python 3.10/slim-trixie/Dockerfile builds
+# CPython with liblzma-dev and keeps the shared libraries its modules link: `ldd ... | apt-mark manual`).
+UNPACK_SCRIPT = "unpack.py"
+UNPACK = """\
+import hashlib, lzma, sys
+source, target, expected = sys.argv[1:]
+try:
+    with open(source, "rb") as packed:
+        data = lzma.decompress(packed.read())
+except (OSError, lzma.LZMAError) as error:
+    sys.exit(f"specbench: cannot unpack {source} ({error}): the specbench ConfigMap is damaged; redeploy it")
+actual = hashlib.sha256(data).hexdigest()
+if actual != expected:
+    sys.exit(f"specbench: {source} unpacks to sha256 {actual}, not {expected} (SPECBENCH_BUNDLE_SHA256): damaged or another deploy's")
+with open(target, "wb") as unpacked:
+    unpacked.write(data)
+"""
 REQUIREMENTS = "requirements.txt"
 SETTINGS = "settings.json"
 SUITE = "suite.json"
@@ -48,7 +77,12 @@ def install_and_run(engine: str) -> str:
     not listed, so a compromised index or mirror cannot swap a package. The llmperf engine's cannot
     be: llmperf's own dependencies (Ray, transformers, ...) keep its loose pins (charts/README.md,
     "Benchmark")."""
-    return "\n".join(("set -eu", install_requirements(engine), f'exec python {CODE_MOUNT}/{BUNDLE} run "$@"'))
+    return "\n".join(("set -eu", unpack_bundle(), install_requirements(engine), f'exec python {UNPACKED} run "$@"'))
+
+
+def unpack_bundle() -> str:
+    """The shell line that unpacks the ConfigMap's zip to UNPACKED (the sweep pods run it too)."""
+    return f'python {CODE_MOUNT}/{UNPACK_SCRIPT} {CODE_MOUNT}/{PACKED} {UNPACKED} "${BUNDLE_SHA256_ENV}"'
 
 
 def install_requirements(engine: str) -> str:
@@ -117,6 +151,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
             {"name": "USER", "value": "specbench"},
             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},  # progress reaches the log as it happens
+            {"name": BUNDLE_SHA256_ENV, "value": hashlib.sha256(spec.bundle).hexdigest()},
         ],
         "resources": guaranteed(str(spec.cpu), f"{spec.memory_gib}Gi"),
         "securityContext": {
@@ -128,7 +163,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
         "volumeMounts": [
             {"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
             {"name": "deps", "mountPath": DEPS},
-            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "tmp", "mountPath": TMP},
             {"name": "home", "mountPath": HOME},
         ],
     }
@@ -154,7 +189,8 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
                 {"name": "code", "configMap": {"name": NAME}},
                 # The installed requirements (llmperf with Ray and its tokenizers is the largest).
                 {"name": "deps", "emptyDir": {"sizeLimit": "4Gi"}},
-                # pip's build directories, and Ray's session and object spill directory for llmperf.
+                # The unpacked zip, pip's build directories, and Ray's session and object spill
+                # directory for llmperf.
                 {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
                 # Tokenizer downloads (llmperf's Llama-2 tokenizer) land in the Hugging Face cache.
                 {"name": "home", "emptyDir": {"sizeLimit": "1Gi"}},
@@ -207,8 +243,9 @@ def rerun_cronjob(spec: BenchmarkSpec) -> dict[str, Any]:
 
 
 def code_config_map(spec: BenchmarkSpec) -> dict[str, Any]:
-    """The package, its requirements, the settings snapshot and a custom suite: all the pod reads."""
-    data = {REQUIREMENTS: spec.requirements, SETTINGS: spec.settings_json}
+    """The package (xz-compressed) and its unpacker, its requirements, the settings snapshot and a
+    custom suite: all the pod reads."""
+    data = {REQUIREMENTS: spec.requirements, SETTINGS: spec.settings_json, UNPACK_SCRIPT: UNPACK}
     if spec.suite_json:
         data[SUITE] = spec.suite_json
     return {
@@ -216,7 +253,7 @@ def code_config_map(spec: BenchmarkSpec) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": metadata(NAME, spec.namespace, LABELS),
         "data": data,
-        "binaryData": {BUNDLE: base64.b64encode(spec.bundle).decode()},
+        "binaryData": {PACKED: base64.b64encode(xz_bytes(spec.bundle)).decode()},
     }
 
 

@@ -291,7 +291,14 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         command=[
             "sh",
             "-c",
-            "\n".join(("set -eu", benchmark.install_requirements(spec.benchmark.engine), f"exec python {MOUNT}/{RUNNER.name}")),
+            "\n".join(
+                (
+                    "set -eu",
+                    benchmark.unpack_bundle(),  # the benchmark's zip, unpacked to /tmp as the Job does
+                    benchmark.install_requirements(spec.benchmark.engine),
+                    f"exec python {MOUNT}/{RUNNER.name}",
+                )
+            ),
         ],
         resources=guaranteed(f"{CLIENT.cpu_millis}m", f"{CLIENT.memory_mib}Mi"),
     )
@@ -299,7 +306,7 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         {"name": "SWEEP_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}}},
         {"name": "SWEEP_RESULTS", "value": spec.benchmark.results_uri},
         {"name": "SWEEP_UNITS", "value": f"{MOUNT}/{UNITS}"},
-        {"name": "SWEEP_BUNDLE", "value": f"{benchmark.CODE_MOUNT}/{benchmark.BUNDLE}"},
+        {"name": "SWEEP_BUNDLE", "value": benchmark.UNPACKED},
     ]
     # The pod may run as root (the vLLM server does, as in the services); the client never does.
     if spec.stage_units:  # a staged sweep's stage: completion index -> catalogue index

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import io
 import json
+import lzma
 import re
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import kubernetes_validate
 import pytest
 
 from charts import BenchmarkSpec, benchmark_spec, serving_plan
-from charts.benchmark import CODE_MOUNT, benchmark_job, benchmark_objects, install_and_run, job_spec, rerun_cronjob, run_args
+from charts.benchmark import CODE_MOUNT, UNPACK, benchmark_job, benchmark_objects, install_and_run, job_spec, rerun_cronjob, run_args
 from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_seconds, benchmark_requirements
 from config import ConfigError, catalog, layout, load_config
 from conftest import BUCKET, ROOT, VARIANT_CONTEXT
@@ -135,9 +137,16 @@ def test_defaults_give_the_reference_run_flags(spec):
     assert container["args"] == DEFAULT_FLAGS
     assert "--no-progress" not in container["args"] and "--suite" not in container["args"]
     assert "pip install --no-cache-dir" in script and "--require-hashes --target /deps -r /opt/specbench/requirements.txt" in script
-    assert script.splitlines()[-1] == 'exec python /opt/specbench/specbench.pyz run "$@"'
+    # The zip is unpacked to the writable /tmp first (checked against the sha256 in the environment),
+    # before pip, so a damaged ConfigMap fails at once; then it runs from there.
+    lines = script.splitlines()
+    assert lines[1] == 'python /opt/specbench/unpack.py /opt/specbench/specbench.pyz.xz /tmp/specbench.pyz "$SPECBENCH_BUNDLE_SHA256"'
+    assert "pip install" in lines[2] and len(lines) == 4
+    assert lines[-1] == 'exec python /tmp/specbench.pyz run "$@"'
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["PYTHONPATH"] == "/deps" and env["HOME"] == "/home/specbench"
+    assert env["SPECBENCH_BUNDLE_SHA256"] == hashlib.sha256(bundle.zipapp_bytes()).hexdigest()
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
 
 
 @pytest.mark.parametrize(
@@ -288,6 +297,8 @@ def test_job_name_is_a_stable_hash_of_the_spec_without_the_bucket(spec):
     assert benchmark_job(_spec())["metadata"]["name"] == name
     assert dataclasses.replace(spec, bucket_name="${Token[TOKEN.123]}").digest() == spec.digest()
     assert dataclasses.replace(spec, bundle=spec.bundle + b"x").digest() != spec.digest()
+    # Named by a hash of the zip the pod runs (the blob is a function of it).
+    assert spec.bundle == bundle.zipapp_bytes() and dataclasses.replace(spec, bundle=bytes(spec.bundle)).digest() == spec.digest()
     assert dataclasses.replace(spec, requirements=spec.requirements + "x\n").digest() != spec.digest()
 
 
@@ -296,13 +307,18 @@ def test_job_name_is_a_stable_hash_of_the_spec_without_the_bucket(spec):
 
 def test_config_map_carries_the_bundle_requirements_and_settings(spec):
     config_map = _by_kind(benchmark_objects(spec))["ConfigMap"]
-    encoded = config_map["binaryData"]["specbench.pyz"]
-    assert base64.b64decode(encoded) == bundle.zipapp_bytes()
+    assert set(config_map["binaryData"]) == {"specbench.pyz.xz"}
+    encoded = config_map["binaryData"]["specbench.pyz.xz"]
+    packed = base64.b64decode(encoded)
+    assert packed == bundle.zipapp_xz_bytes() and lzma.decompress(packed) == bundle.zipapp_bytes() == spec.bundle
+    assert config_map["data"]["unpack.py"] == UNPACK
     assert config_map["data"]["requirements.txt"] == (ROOT / "specbench" / "requirements.lock").read_text()
     # Far below the 1 MiB object limit, and below kubectl's 256 KiB last-applied annotation.
     size = len(json.dumps(config_map))
     assert size < 192 * 1024, size
-    print(f"\nspecbench.pyz {len(spec.bundle)} bytes, base64 {len(encoded)} bytes, ConfigMap {size} bytes")
+    # Solid xz of the stored zip: well under the per-file deflate it replaced (84,350 bytes when changed).
+    assert len(packed) < 0.3 * len(spec.bundle)
+    print(f"\nspecbench.pyz {len(spec.bundle)} bytes, xz {len(packed)} bytes, base64 {len(encoded)} bytes, ConfigMap {size} bytes")
 
 
 def test_llmperf_requirements_install_without_git():
@@ -359,11 +375,15 @@ def test_bad_specs_fail_with_the_field_named(spec, change, message):
 def test_bundle_is_byte_stable_and_sorted():
     first, second = bundle.zipapp_bytes(), bundle.zipapp_bytes()
     assert first == second
+    # The blob too, compressed afresh (not the cache's copy): a fixed preset, nothing else varies.
+    assert bundle.xz_bytes.__wrapped__(first) == bundle.zipapp_xz_bytes()
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
         infos = archive.infolist()
         names = [i.filename for i in infos]
         assert names == sorted(names) and names[0] == "__main__.py"
         assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+        # Stored, so xz sees the text of every module at once.
+        assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
         # What `specbench run`, `publish`, `import-llmperf` and `suite` import, and the built-in suites;
         # not the local tools (`emulate`, `report`: the emulator, the report and its charts) nor the
         # aggregation Lambda's modules.
@@ -422,7 +442,7 @@ def test_compact_source_blanks_comments_and_docstrings_and_keeps_every_line():
 
 def test_the_job_zip_keeps_every_line_of_every_module_where_it_was():
     sizes = []
-    with zipfile.ZipFile(io.BytesIO(bundle.zipapp_bytes())) as archive:
+    with zipfile.ZipFile(io.BytesIO(lzma.decompress(bundle.zipapp_xz_bytes()))) as archive:
         for name in archive.namelist():
             if name.startswith("specbench/") and name.endswith(".py"):
                 source = (ROOT / name).read_bytes()
@@ -480,7 +500,7 @@ def test_every_module_of_the_bundle_imports_from_the_zip(tmp_path):
     """What the walk of the imports found is enough: each module loads from the zip (its lazy
     imports are in the zip too: the walk follows them, tests/test_structure.py tests the walk)."""
     target = tmp_path / "specbench.pyz"
-    target.write_bytes(bundle.zipapp_bytes())
+    target.write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # the zip as the pod unpacks it
     modules = [n.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for n in bundle.sources() if n.endswith(".py")]
     # llmperf_actor needs ray and llmperf (the llmperf engine's own environment); __main__ runs the CLI.
     modules = [m for m in modules if not m.endswith(("llmperf_actor", "__main__"))]
@@ -494,7 +514,7 @@ def test_every_module_of_the_bundle_imports_from_the_zip(tmp_path):
 def test_bundle_imports_from_the_zip_alone(tmp_path):
     """The package works from the zip, away from the source tree (no cli needed for this)."""
     target = tmp_path / "specbench.pyz"
-    target.write_bytes(bundle.zipapp_bytes())
+    target.write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # the zip as the pod unpacks it
     code = (
         "import specbench.prompts.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases), "
         "len(s.load_suite('builtin:classes-offline').materialize().test_cases[0].items))"
@@ -512,7 +532,7 @@ def test_bundle_imports_from_the_zip_alone(tmp_path):
 
 def test_bundle_runs_as_a_zip_application(tmp_path):
     target = tmp_path / "specbench.pyz"
-    target.write_bytes(bundle.zipapp_bytes())
+    target.write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # the zip as the pod unpacks it
     # Not isolated (-I): the benchmark's requirements come from this environment, as from /deps in the pod.
     env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     result = subprocess.run([sys.executable, str(target), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)

@@ -4,7 +4,14 @@ The benchmark's own stack side (its role, association and ordering) is in test_b
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import lzma
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import BUCKET, HF_TOKEN_SECRET_ARN
 from templates import all_dependencies, only, props, resources
@@ -75,11 +82,84 @@ def test_charts_apply_after_their_add_ons_and_are_deleted_first(platform):
 
 
 def test_every_chart_fits_the_kubectl_payload_limit(platform, variant_platform):
-    for template in (platform, variant_platform):
+    for name, template in (("default", platform), ("variant", variant_platform)):
         for lid, resource in _manifests(template).items():
             size = len(json.dumps(props(resource)["Manifest"]))
             budget = BENCHMARK_PAYLOAD_BUDGET if lid.startswith("EksClusterBenchmarkChart") else PAYLOAD_LIMIT / 4
             assert size < budget, f"{lid}: {size} bytes"
+            if lid.startswith("EksClusterBenchmarkChart"):
+                print(
+                    f"\n{name}: benchmark manifest {size} bytes, {size / budget:.1%} of its budget ({size / PAYLOAD_LIMIT:.1%} of the limit)"
+                )
+
+
+def _benchmark_pod(template):
+    """The benchmark Job's container and its ConfigMap, as the synthesized manifest holds them."""
+    objects = {o["kind"]: o for o in _objects(template["Resources"][_by_prefix(template, "EksClusterBenchmarkChart")])}
+    (container,) = objects["Job"]["spec"]["template"]["spec"]["containers"]
+    return container, objects["ConfigMap"]
+
+
+def _mount_config_map(config_map, folder, damage=None):
+    """The ConfigMap as the kubelet mounts it: one read-only file per key (binaryData decoded)."""
+    folder.mkdir()
+    files = {
+        **{k: v.encode() for k, v in config_map["data"].items()},
+        **{k: base64.b64decode(v) for k, v in config_map["binaryData"].items()},
+    }
+    for key, data in files.items():
+        if key == damage:
+            data = data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x01]) + data[len(data) // 2 + 1 :]
+        (folder / key).write_bytes(data)
+        (folder / key).chmod(0o444)
+    folder.chmod(0o555)
+
+
+def _run_pod_script(container, code, tmp, *args, env=None):
+    """The container's own script with the ConfigMap at ``code`` and the /tmp emptyDir at ``tmp``
+    (the only paths changed), without its pip line (the requirements are this environment's)."""
+    assert container["command"][:2] == ["sh", "-c"] and container["command"][3] == "specbench"
+    script = container["command"][2]
+    (pip,) = [line for line in script.splitlines() if "pip install" in line]
+    script = re.sub(
+        "/opt/specbench/|/tmp/", lambda m: f"{code}/" if m.group() == "/opt/specbench/" else f"{tmp}/", script.replace(pip + "\n", "")
+    )
+    pod_env = {e["name"]: e["value"] for e in container["env"] if e["name"] != "PYTHONPATH"}
+    pod_env.update(HOME=str(tmp), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", **(env or {}))
+    return subprocess.run(["sh", "-c", script, "specbench", *args], env=pod_env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_benchmark_pod_unpacks_and_runs_the_zip_its_manifest_carries(platform, tmp_path):
+    """The synthesized manifest's ConfigMap, mounted read-only, and the Job's exact script: the zip is
+    unpacked to /tmp, checked against the sha256 of the pod template, and runs."""
+    container, config_map = _benchmark_pod(platform)
+    assert set(config_map["binaryData"]) == {"specbench.pyz.xz"}
+    _mount_config_map(config_map, tmp_path / "code")
+    (tmp_path / "tmp").mkdir()
+    ran = _run_pod_script(container, tmp_path / "code", tmp_path / "tmp", "--help")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "--endpoint" in ran.stdout and "--results" in ran.stdout  # `specbench run --help`, from the zip
+    unpacked = (tmp_path / "tmp" / "specbench.pyz").read_bytes()
+    assert hashlib.sha256(unpacked).hexdigest() == {e["name"]: e["value"] for e in container["env"]}["SPECBENCH_BUNDLE_SHA256"]
+    assert unpacked == lzma.decompress(base64.b64decode(config_map["binaryData"]["specbench.pyz.xz"]))
+
+
+def test_a_damaged_or_foreign_bundle_stops_the_pod_in_one_line(platform, tmp_path):
+    container, config_map = _benchmark_pod(platform)
+    _mount_config_map(config_map, tmp_path / "code", damage="specbench.pyz.xz")  # one flipped bit
+    (tmp_path / "tmp").mkdir()
+    ran = _run_pod_script(container, tmp_path / "code", tmp_path / "tmp", "--help")
+    assert ran.returncode == 1 and ran.stdout == ""
+    (line,) = ran.stderr.splitlines()
+    assert line.startswith(f"specbench: cannot unpack {tmp_path}/code/specbench.pyz.xz (") and "redeploy" in line
+    assert not (tmp_path / "tmp" / "specbench.pyz").exists()
+    # An intact blob that is not the zip the pod template names (another deploy's ConfigMap).
+    _mount_config_map(config_map, tmp_path / "intact")
+    ran = _run_pod_script(container, tmp_path / "intact", tmp_path / "tmp", "--help", env={"SPECBENCH_BUNDLE_SHA256": "0" * 64})
+    assert ran.returncode == 1 and ran.stdout == ""
+    (line,) = ran.stderr.splitlines()
+    assert line.startswith(f"specbench: {tmp_path}/intact/specbench.pyz.xz unpacks to sha256 ") and f"not {'0' * 64}" in line
+    assert not (tmp_path / "tmp" / "specbench.pyz").exists()
 
 
 def test_variant_adds_its_extra_service(variant_platform):

@@ -5,8 +5,10 @@ schemas, pod security, placement, the payload budget, and the scripts its pods r
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
 import json
+import lzma
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -17,7 +19,7 @@ import pytest
 from netpol import Pod, allowed, connects, matches
 from pss import violations
 
-from charts import benchmark_spec, serving_plan
+from charts import benchmark, benchmark_spec, serving_plan
 from charts.network import network_policies
 from charts.sweep import LAUNCHER, RUNNER, SweepChart, point_args, sweep_objects, sweep_spec, unit_pods
 from charts.vllm import deployment
@@ -124,10 +126,15 @@ def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small)
     assert "startupProbe" in server
     assert client["name"] == "measure" and "aws.amazon.com/neuron" not in client["resources"]["limits"]
     assert client["command"][2].endswith("exec python /opt/sweep/run_sweep_points.py")
+    # The benchmark's zip, unpacked to /tmp (and checked) as the benchmark Job does, before pip.
+    lines = client["command"][2].splitlines()
+    assert lines[1] == benchmark.unpack_bundle() and "pip install" in lines[2]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in client["env"]}
     assert env["SWEEP_ID"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
     assert env["SWEEP_RESULTS"] == f"s3://{BUCKET}/results/"
-    assert env["SWEEP_BUNDLE"] == run_sweep_points.BUNDLE == "/opt/specbench/specbench.pyz"
+    assert env["SWEEP_BUNDLE"] == run_sweep_points.BUNDLE == benchmark.UNPACKED == "/tmp/specbench.pyz"
+    assert env["SPECBENCH_BUNDLE_SHA256"] == hashlib.sha256(spec.benchmark.bundle).hexdigest()
+    assert {"name": "tmp", "mountPath": "/tmp"} in client["volumeMounts"]
     assert {"name": "code", "mountPath": "/opt/specbench", "readOnly": True} in client["volumeMounts"]
     assert server["command"] == ["python3", "/opt/sweep/sweep_vllm.py"]
     if config.sweep.pod_layout == "server-container":
@@ -401,7 +408,7 @@ def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, t
 
     _, _, spec = small
     units = json.loads(by_kind(sweep_objects(spec))["ConfigMap"]["data"]["units.json"])
-    (tmp_path / "specbench.pyz").write_bytes(bundle.zipapp_bytes())
+    (tmp_path / "specbench.pyz").write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # as the pod unpacks it
     with EmulatorServer(default_profiles(time_scale=0.1)["qwen-sd-vllm"]) as server:
         for point in units[1]["points"]:  # q17-k5: shorter, and against the emulator
             args = run_sweep_points_args(point["args"], server.url)

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 UNITS = "/opt/sweep/units.json"
-BUNDLE = "/opt/specbench/specbench.pyz"
+# The benchmark's zip as the pod's script unpacked it from the ConfigMap (charts/benchmark.py UNPACK).
+BUNDLE = "/tmp/specbench.pyz"
 DONE = "done"  # scripts/sweep_vllm.py stops the server when it appears
 SERVER_EXITED = "server-exited"  # scripts/sweep_vllm.py writes it when the server exits first
 
