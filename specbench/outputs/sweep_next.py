@@ -11,11 +11,13 @@ job --from=cronjob/... --dry-run=client -o json``) into the stage's Job.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench import jsonfile
 from specbench.analysis.sweep import Point
 from specbench.sweep import evidence, staged
 from specbench.sweep.points import Load, SweepVariant, point_id
@@ -99,7 +101,7 @@ def advance(
     )
     doc["catalogue"] = [v.to_dict() for v in inputs.variants]
     doc["notes"] = notes
-    store.write_text(key, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    store.write_text(key, jsonfile.dumps(doc, indent=2, sort_keys=True) + "\n")
     return step, doc, location
 
 
@@ -137,7 +139,7 @@ def stage_job(job: dict[str, Any], stage_doc: Mapping[str, Any], slots: int | No
         if variant["name"] not in names:
             raise NextError(f"variant {variant['name']} is not in the sweep's catalogue ({', '.join(names)})")
         indexes.append(names.index(variant["name"]) + 1)  # unit 0 is the baseline
-    out = json.loads(json.dumps(job))
+    out = copy.deepcopy(job)
     spec = out.setdefault("spec", {})
     spec["completions"] = len(indexes)
     spec["parallelism"] = min(int(slots or spec.get("parallelism") or len(indexes)), len(indexes))
