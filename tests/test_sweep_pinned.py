@@ -1,0 +1,140 @@
+"""Exact values of specbench/analysis/sweep.py, the first stage of its mutation run (issue 24,
+scripts/mutation.toml): fits on synthetic points with known parameters, a crossover between two
+known loads, ties decided by a known bootstrap seed, goodput, throughput and the Pareto front."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from specbench.analysis import stats, sweep, theory
+from specbench.analysis.sweep import CONCURRENCY, RATE, Load, LoadPoint, Slo
+from specbench.results.records import RequestRecord
+
+
+def interval(point: float | None, low: float | None = None, high: float | None = None) -> stats.Interval:
+    return stats.Interval(point, low, high)
+
+
+def test_the_fit_recovers_known_costs_on_both_sides_of_the_grid():
+    for a, c in ((0.7, 0.013), (0.9, 0.5), (0.6, 1.99), (0.8, 0.0)):
+        measured = [(k, theory.expected_speedup(a, k, c)) for k in (1, 2, 4, 7)]
+        assert sweep.fit_draft_cost(a, measured) == pytest.approx(c, abs=1e-7), (a, c)
+    # k = 0 (a baseline) and unknown or infinite speedups are left out of the fit.
+    exact = [(k, theory.expected_speedup(0.8, k, 0.3)) for k in (2, 5)]
+    assert sweep.fit_draft_cost(0.8, [*exact, (0, 9.0), (3, None), (4, float("inf"))]) == pytest.approx(0.3, abs=1e-7)
+    assert sweep.fit_draft_cost(0.8, [(0, 1.0), (3, float("nan"))]) is None
+    # Beyond c_max the fit stops at c_max; a smaller c_max bounds it.
+    far = [(k, theory.expected_speedup(0.8, k, 3.0)) for k in (1, 3)]
+    assert sweep.fit_draft_cost(0.8, far) == pytest.approx(2.0, abs=1e-6)  # C_MAX: twice a target step
+    assert sweep.fit_draft_cost(0.8, far, c_max=1.0) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_crossover_interpolates_between_two_known_loads():
+    # 1.6x at 2 in flight, 0.8x at 6: the point estimate crosses 1 at 2 + 0.6 / 0.8 x 4 = 5.
+    c = sweep.crossover(CONCURRENCY, [(6, interval(0.8, 0.7, 0.9)), (2, interval(1.6, 1.5, 1.7))])
+    assert (c.kind, c.last_paying, c.first_not_paying, c.interpolated) == (CONCURRENCY, 2, 6, pytest.approx(5.0))
+    assert c.text == "pays up to 2 in flight, not at 6 (point estimate crosses 1 at ~5)"
+    # A point estimate exactly at 1 is where it crosses: the next load itself.
+    c = sweep.crossover(RATE, [(1, interval(1.5, 1.2, 1.8)), (3, interval(1.0, 0.9, 1.1))])
+    assert (c.last_paying, c.first_not_paying, c.interpolated) == (1, 3, pytest.approx(3.0))
+    assert c.text == "pays up to 1 requests/s, not at 3 (point estimate crosses 1 at ~3)"
+    # A CI reaching 1 with a point above it: not paying, and no crossing of the point estimate.
+    c = sweep.crossover(RATE, [(1, interval(1.5, 1.2, 1.8)), (2, interval(1.1, 0.95, 1.3))])
+    assert (c.last_paying, c.first_not_paying, c.interpolated) == (1, 2, None)
+    assert c.text == "pays up to 1 requests/s, not at 2"
+    # Without a CI, the point decides; a missing interval does not pay.
+    c = sweep.crossover(CONCURRENCY, [(1, interval(1.2)), (2, None)])
+    assert (c.last_paying, c.first_not_paying, c.interpolated) == (1, 2, None)
+    assert sweep.crossover(CONCURRENCY, []) == sweep.Crossover(CONCURRENCY, None, None, None, "no measured load")
+    assert sweep.crossover(RATE, [(2.5, interval(1.3, 1.1, 1.5))]).text == "pays at every measured load (up to 2.5 requests/s)"
+
+
+def test_pays_needs_the_whole_ci_above_one():
+    assert sweep.pays(interval(1.2, 1.01, 1.4)) and not sweep.pays(interval(1.2, 1.0, 1.4))
+    assert sweep.pays(interval(1.01)) and not sweep.pays(interval(1.0)) and not sweep.pays(interval(None)) and not sweep.pays(None)
+
+
+def test_ties_are_decided_by_the_bootstrap_of_the_difference():
+    base, best, other = [10.0, 11.0, 12.0, 13.0], [5.0, 5.5, 6.0, 6.5], [5.2, 5.6, 6.1, 6.6]
+    difference = sweep.speedup_difference()
+    # median(base) / median(best) - median(base) / median(other) = 11.5 / 5.75 - 11.5 / 5.85
+    assert difference(base, best, other) == pytest.approx(11.5 / 5.75 - 11.5 / 5.85)
+    assert difference(base, [0.0, 0.0], other) is None and difference(base, best, [0.0]) is None
+    assert sweep.speedup_difference(lambda values: sum(values) / len(values))([1.0, 3.0], [1.0], [2.0]) == pytest.approx(2.0 - 1.0)
+    assert sweep.indistinguishable(interval(0.1, -0.2, 0.3)) and sweep.indistinguishable(interval(0.1, 0.0, 0.3))
+    assert sweep.indistinguishable(interval(-0.1, -0.3, 0.0)) and sweep.indistinguishable(interval(None))
+    assert not sweep.indistinguishable(interval(0.2, 0.01, 0.3)) and not sweep.indistinguishable(interval(-0.2, -0.3, -0.01))
+
+
+def test_goodput_at_the_limits():
+    def record(ttft: float | None, tpot: float | None, error: int | None = None) -> RequestRecord:
+        r = RequestRecord("r", "v", "t", "c", "native", 0, 0.0, error_code=error)
+        r.ttft_s, r.time_per_output_token_s = ttft, tpot
+        return r
+
+    exact = [record(0.2, 0.015), record(0.2001, 0.01), record(0.1, 0.0151), record(None, 0.01), record(0.1, None)]
+    assert sweep.goodput(exact, Slo(ttft_ms=200, tpot_ms=15)) == pytest.approx(1 / 5)  # the limits themselves are within
+    assert sweep.goodput(exact, Slo(ttft_ms=200)) == pytest.approx(3 / 5)
+    assert sweep.goodput(exact, Slo(tpot_ms=15)) == pytest.approx(3 / 5)
+    assert sweep.goodput([], Slo(ttft_ms=200)) is None
+
+
+def test_node_throughput_and_the_pareto_front_exactly():
+    def record(case: str, start: float, e2e: float | None, tokens: int, error: int | None = None) -> RequestRecord:
+        r = RequestRecord("r", "v", case, "c", "native", 0, start, error_code=error)
+        r.end_to_end_latency_s, r.output_tokens = e2e, tokens
+        return r
+
+    # Case a busy from 0 to 5 (two overlapping requests), case b from 10 to 12: 7 s for 400 tokens.
+    records = [record("a", 0, 3, 100), record("a", 2, 3, 200), record("b", 10, 2, 100), record("b", 11, None, 50)]
+    records += [record("b", 9, 10, 1000, error=500), record("a", 1, 1, 0)]
+    assert sweep.node_throughput(records) == pytest.approx(400 / 7)
+    assert sweep.node_throughput(records, servers_per_node=3) == pytest.approx(3 * 400 / 7)
+    assert sweep.node_throughput([record("a", 0, 0, 10)]) is None
+    assert sweep.node_throughput([]) is None
+
+    def lp(name: str, user: float | None, node: float | None) -> LoadPoint:
+        return LoadPoint(name, Load(CONCURRENCY, 1), 1, 0, user, node, stats.Distribution(0), stats.Distribution(0), None, None)
+
+    points = [lp("a", 100, 100), lp("tie", 100, 100), lp("b", 50, 300), lp("c", 100, 90), lp("d", 50, 299), lp("x", None, 500)]
+    assert [p.variant for p in sweep.pareto_front(points)] == ["a", "tie", "b"]
+
+
+def test_load_and_variant_labels():
+    assert [Load(CONCURRENCY, 4).label, Load(RATE, 0.5).label, Load(RATE, 12).label] == ["c4", "r0p5", "r12"]
+    assert Load(CONCURRENCY, 4).describe() == "4 in flight" and Load(RATE, 2.5).describe() == "2.5 requests/s (Poisson)"
+    assert Load.parse("r0p5") == Load(RATE, 0.5)
+    for bad in ("", "c", "cx", "r-1", "q3"):
+        message = f"load level {bad!r}: expected c<concurrency> or r<requests per second>, e.g. c4 or r2p5"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            Load.parse(bad)
+    assert sweep.Variant("baseline").is_baseline and sweep.Variant("b", k=0).is_baseline and not sweep.Variant("s", "d", 3).is_baseline
+    assert sweep.Variant("baseline").describe() == "baseline (no speculation)"
+    assert sweep.Variant("s", "Qwen3-1.7B", 3).describe() == "Qwen3-1.7B, k = 3" and sweep.Variant("s", None, 3).describe() == "s, k = 3"
+
+
+def test_the_sweep_contracts_spell_the_load_kinds_and_metrics_so():
+    """run.json's ``sweep.load.kind`` (specbench run --sweep-point, charts/sweep.py) is "concurrency" or
+    "rate"; the report titles its metric in words."""
+    assert (sweep.CONCURRENCY, sweep.RATE) == ("concurrency", "rate")
+    assert Load("concurrency", 4).label == "c4" and Load("rate", 2.5).describe() == "2.5 requests/s (Poisson)"
+    assert sweep.METRIC_TITLES == {
+        "time_per_output_token_s": "time per output token",
+        "end_to_end_latency_s": "end-to-end latency",
+        "ttft_s": "time to first token",
+    }
+
+
+def test_the_inputs_are_immutable_values_with_empty_defaults():
+    load, variant = Load(CONCURRENCY, 1), sweep.Variant("baseline")
+    assert variant == sweep.Variant("baseline", None, None, None)
+    point = sweep.Point("p", variant, load, 0, ())
+    assert (point.acceptance, point.source) == ({}, "")
+    assert sweep.Slo() == sweep.Slo(None, None)
+    for value, name in ((load, "value"), (variant, "k"), (point, "wave"), (sweep.Slo(), "ttft_ms")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, name, 2)
+    assert len({load, Load(CONCURRENCY, 1.0), variant, sweep.Variant("baseline")}) == 2  # hashable: used as keys
