@@ -23,6 +23,7 @@ import hashlib
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,15 +121,23 @@ def decode_event(line: bytes) -> dict[str, Any] | None:
 class SendTime:
     """When the request was handed to the socket. Starting the clock there, not when the coroutine
     asked for the request, keeps the client's own queueing out of TTFT: with many streams started
-    at once, each waits its turn for the event loop to encode and write it (2-5 ms at 8 streams)."""
+    at once, each waits its turn for the event loop to encode and write it (2-5 ms at 8 streams).
+    ``written`` is called once the body is on the socket (it ends this request's launch turn)."""
 
     at: float
+    written: Callable[[], None] | None = None
+
+    def wrote(self) -> None:
+        if self.written is not None:
+            self.written, written = None, self.written
+            written()
 
 
 def _send_times() -> aiohttp.TraceConfig:
     async def on_chunk_sent(session: Any, context: Any, params: Any) -> None:
         if isinstance(context.trace_request_ctx, SendTime):
             context.trace_request_ctx.at = time.perf_counter()  # the last body chunk wins
+            context.trace_request_ctx.wrote()
 
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(on_chunk_sent)
@@ -141,6 +150,7 @@ def _send_times() -> aiohttp.TraceConfig:
 _DONE_MARKS = (b"\ndata: [DONE]", b"\ndata:[DONE]")
 _TAIL = len(_DONE_MARKS[0]) - 1  # bytes of the previous read a mark may start in
 EVENT_STREAM = "text/event-stream"
+SETTLE_PASSES = 8  # NativeEngine._reads_settled: at most this many double passes of the loop
 
 
 def ends_stream(previous: bytes, data: bytes) -> bool:
@@ -261,6 +271,10 @@ class NativeEngine:
         self._open = 0
         self._quiet: list[asyncio.Future[None]] = []
         self._gc_was_enabled = True
+        # One request launched at a time, each after the loop has polled the network again (_launch_turn);
+        # the lock of the running loop (an engine may serve runs on several loops, one after another).
+        self._launching: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._reads = 0  # reads stamped so far (_reads_settled watches it move)
 
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
@@ -398,6 +412,7 @@ class NativeEngine:
             gc.disable()  # see _quiet_again
         self._open += 1
         try:
+            await self._launch_turn(sent)
             async with session.post(url, data=payload, headers=headers, timeout=timeout, trace_request_ctx=sent) as response:
                 started = raw.record.sent_monotonic_s = sent.at  # the request's last byte went to the socket: the clock starts
                 content_type = response.headers.get("Content-Type", "")
@@ -411,7 +426,9 @@ class NativeEngine:
                     async for data in response.content.iter_any():
                         raw.times.append(time.perf_counter() - started)
                         raw.reads.append(data)
+                        self._reads += 1
                         if ends_stream(previous, data):
+                            await self._reads_settled()  # the others' waiting reads stamped before this end
                             await _until_body_end(response)
                             break
                         previous = data
@@ -422,8 +439,42 @@ class NativeEngine:
         else:
             raw.finished = True
         finally:
+            sent.wrote()  # the turn ends here at the latest (a request that failed before its body was written)
             self._open -= 1
             if not self._open:
                 self._quiet_again()
         if raw.error is not None:
             raw.finished = True
+
+    async def _launch_turn(self, sent: SendTime) -> None:
+        """Wait for this request's turn to be launched: one launch at a time, each once the reads
+        already waiting are stamped (``_reads_settled``). The turn ends when the request's body is
+        written (SendTime.wrote), so a launch never waits for another's response; TTFT is timed
+        from that write, so the wait for a turn is not in it."""
+        loop = asyncio.get_running_loop()
+        if self._launching is None or self._launching[0] is not loop:
+            self._launching = (loop, asyncio.Lock())
+        lock = self._launching[1]
+        await lock.acquire()
+        sent.written = lock.release
+        await self._reads_settled()
+
+    async def _reads_settled(self, passes: int = SETTLE_PASSES) -> None:
+        """Yield until a pass of the event loop stamps no read, or ``passes`` passes have gone by.
+
+        Ending a stream (reading the body's end, pooling the connection) and launching the next
+        request cost the loop several times what stamping a read does, and with a server that ends
+        its streams in step (a batching engine: the same step finishes many requests; scripts/
+        bench_chunk_lag.py --server in-step) dozens of streams end within a millisecond and their
+        next requests are launched together. Done at once, that work kept the loop busy while the
+        other streams' last chunks waited in their sockets to be stamped: 2 to 3 ms late at p90,
+        against 0.3 to 0.4 ms for the other chunks. So that work waits here until the loop has
+        polled the network and stamped what arrived (each pass runs the callbacks already queued,
+        then those of the reads it polled: two yields see one poll's stamps). Bounded, so a busy
+        stream of reads delays an end or a launch by a few passes at most, never starves it."""
+        for _ in range(passes):
+            seen = self._reads
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            if self._reads == seen:
+                return
