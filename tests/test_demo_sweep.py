@@ -25,7 +25,9 @@ def test_the_known_optima_differ_by_class() -> None:
     assert demo_module().truth() == {"structured": 8, "open-ended": 2}
 
 
-@pytest.mark.timing
+# Not a `timing` test (those hold the other xdist worker off while they run): it checks the sweep's
+# answer against the emulator's known optimum, not a wall-clock budget, and recovered it at load 10-12
+# on the two shared cores (issue 24).
 def test_the_demo_sweep_recovers_each_class_optimum(tmp_path) -> None:
     demo = demo_module()
     loads = (Load(CONCURRENCY, 1),)
