@@ -138,3 +138,16 @@ def test_the_inputs_are_immutable_values_with_empty_defaults():
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(value, name, 2)
     assert len({load, Load(CONCURRENCY, 1.0), variant, sweep.Variant("baseline")}) == 2  # hashable: used as keys
+
+
+def test_the_recommendation_text_word_for_word():
+    load, variant = Load(CONCURRENCY, 4), sweep.Variant("q-k9", "Qwen3-1.7B", 9)
+    text = sweep.recommendation_text("structured", load, variant, interval(3.104, 2.9, 3.3), ["k = 7", "Qwen3-0.6B, k = 5"])
+    assert text == "structured prompts at 4 in flight: Qwen3-1.7B, k = 9, 3.10x [2.90-3.30] (indistinguishable: k = 7, Qwen3-0.6B, k = 5)"
+    assert sweep.recommendation_text("qa", Load(RATE, 2.5), variant, interval(1.5), []) == (
+        "qa prompts at 2.5 requests/s (Poisson): Qwen3-1.7B, k = 9, 1.50x"
+    )
+    assert sweep.recommendation_text("qa", load, variant, interval(None), []) == "qa prompts at 4 in flight: Qwen3-1.7B, k = 9"
+    assert sweep.recommendation_text("qa", load, None, interval(2.0, 1.5, 2.5), ["x"]) == (
+        "qa prompts at 4 in flight: no speculation (no variant is faster than the baseline)"
+    )
