@@ -151,3 +151,21 @@ def test_the_recommendation_text_word_for_word():
     assert sweep.recommendation_text("qa", load, None, interval(2.0, 1.5, 2.5), ["x"]) == (
         "qa prompts at 4 in flight: no speculation (no variant is faster than the baseline)"
     )
+
+
+def test_the_outputs_are_immutable_values():
+    outputs = (
+        sweep.CurvePoint,
+        sweep.DraftCurve,
+        sweep.Recommendation,
+        sweep.LoadPoint,
+        sweep.Crossover,
+        sweep.Drift,
+        sweep.ClassAnalysis,
+        sweep.SweepAnalysis,
+    )
+    assert [cls.__name__ for cls in outputs if not cls.__dataclass_params__.frozen] == []  # type: ignore[attr-defined]
+    curve = sweep.DraftCurve("Qwen3-1.7B", 0.8, 0.1, [], None)
+    assert curve.a_source == ""  # no acceptance source named unless one was used
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        curve.c = 0.2  # type: ignore[misc]
