@@ -33,7 +33,7 @@ def test_ends_and_launches_wait_until_a_pass_stamps_no_read():
     engine._reads = 0
     # Reads that never stop: it gives up after SETTLE_PASSES double passes, never starving the end.
     settled_at = asyncio.run(settle_beside(10 * native.SETTLE_PASSES))
-    assert 2 * native.SETTLE_PASSES - 2 <= settled_at <= 2 * native.SETTLE_PASSES + 2
+    assert 2 * native.SETTLE_PASSES - 2 <= settled_at <= 2 * native.SETTLE_PASSES + 4  # + the hops to wake the waiter
 
 
 def test_requests_are_launched_one_at_a_time_until_each_body_is_written():
@@ -74,3 +74,18 @@ def test_requests_are_launched_one_at_a_time_until_each_body_is_written():
     order.clear()
     asyncio.run(main())
     assert order[0] == "a launched"
+
+
+def test_a_launch_that_never_writes_its_body_holds_the_next_for_a_bounded_time():
+    engine = NativeEngine()
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        stuck = SendTime(0.0)
+        await engine._launch_turn(stuck)  # its connection hangs: the body is never written
+        started = loop.time()
+        await engine._launch_turn(SendTime(0.0))
+        return loop.time() - started
+
+    waited = asyncio.run(main())
+    assert native.LAUNCH_TURN_MAX_S * 0.9 <= waited < native.LAUNCH_TURN_MAX_S + 1.0  # the bound, not forever

@@ -150,7 +150,8 @@ def _send_times() -> aiohttp.TraceConfig:
 _DONE_MARKS = (b"\ndata: [DONE]", b"\ndata:[DONE]")
 _TAIL = len(_DONE_MARKS[0]) - 1  # bytes of the previous read a mark may start in
 EVENT_STREAM = "text/event-stream"
-SETTLE_PASSES = 8  # NativeEngine._reads_settled: at most this many double passes of the loop
+SETTLE_PASSES = 8  # NativeEngine._watch_reads: at most this many double passes of the loop
+LAUNCH_TURN_MAX_S = 0.05  # NativeEngine._launch_turn: the longest one launch holds the next
 
 
 def ends_stream(previous: bytes, data: bytes) -> bool:
@@ -275,6 +276,8 @@ class NativeEngine:
         # the lock of the running loop (an engine may serve runs on several loops, one after another).
         self._launching: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._reads = 0  # reads stamped so far (_reads_settled watches it move)
+        self._settling: list[asyncio.Future[None]] = []  # who waits in _reads_settled
+        self._settler: asyncio.Task[None] | None = None  # the task that watches for them
 
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
@@ -449,18 +452,21 @@ class NativeEngine:
     async def _launch_turn(self, sent: SendTime) -> None:
         """Wait for this request's turn to be launched: one launch at a time, each once the reads
         already waiting are stamped (``_reads_settled``). The turn ends when the request's body is
-        written (SendTime.wrote), so a launch never waits for another's response; TTFT is timed
-        from that write, so the wait for a turn is not in it."""
+        written (SendTime.wrote) or after LAUNCH_TURN_MAX_S, so a launch never waits for another's
+        response nor for a connection that hangs; TTFT is timed from the write, so the wait for a
+        turn is not in it."""
         loop = asyncio.get_running_loop()
         if self._launching is None or self._launching[0] is not loop:
             self._launching = (loop, asyncio.Lock())
         lock = self._launching[1]
         await lock.acquire()
         sent.written = lock.release
+        # Bounded: a request whose connection hangs (an endpoint down) must not hold every launch.
+        loop.call_later(LAUNCH_TURN_MAX_S, sent.wrote)
         await self._reads_settled()
 
-    async def _reads_settled(self, passes: int = SETTLE_PASSES) -> None:
-        """Yield until a pass of the event loop stamps no read, or ``passes`` passes have gone by.
+    async def _reads_settled(self) -> None:
+        """Wait until a pass of the event loop stamps no read (or SETTLE_PASSES double passes go by).
 
         Ending a stream (reading the body's end, pooling the connection) and launching the next
         request cost the loop several times what stamping a read does, and with a server that ends
@@ -470,11 +476,24 @@ class NativeEngine:
         other streams' last chunks waited in their sockets to be stamped: 2 to 3 ms late at p90,
         against 0.3 to 0.4 ms for the other chunks. So that work waits here until the loop has
         polled the network and stamped what arrived (each pass runs the callbacks already queued,
-        then those of the reads it polled: two yields see one poll's stamps). Bounded, so a busy
-        stream of reads delays an end or a launch by a few passes at most, never starves it."""
-        for _ in range(passes):
+        then those of the reads it polled: two yields see one poll's stamps). One watcher task
+        yields for every waiter (waiters spinning each on their own would cost the loop a task
+        switch per waiter per pass); bounded, so a busy stream of reads never starves an end."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._settling.append(waiter)
+        if self._settler is None or self._settler.done():
+            self._settler = loop.create_task(self._watch_reads())
+        await waiter
+
+    async def _watch_reads(self) -> None:
+        for _ in range(SETTLE_PASSES):
             seen = self._reads
             await asyncio.sleep(0)
             await asyncio.sleep(0)
             if self._reads == seen:
-                return
+                break
+        waiters, self._settling = self._settling, []
+        for waiter in waiters:
+            if not waiter.done():  # a cancelled stream's waiter is done already
+                waiter.set_result(None)
