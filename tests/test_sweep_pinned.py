@@ -169,3 +169,54 @@ def test_the_outputs_are_immutable_values():
     assert curve.a_source == ""  # no acceptance source named unless one was used
     with pytest.raises(dataclasses.FrozenInstanceError):
         curve.c = 0.2  # type: ignore[misc]
+
+
+def test_more_crossover_and_front_edges():
+    # The first load already does not pay: said so, with the load as format(g) prints it.
+    c = sweep.crossover(RATE, [(0.5, interval(1.1, 0.95, 1.3)), (2, interval(1.5, 1.2, 1.8))])
+    assert (c.last_paying, c.first_not_paying, c.text) == (None, 0.5, "does not pay at the lowest measured load (0.5 requests/s)")
+    # Interpolated from the load just before, whatever the loads after it hold.
+    c = sweep.crossover(CONCURRENCY, [(1, interval(1.5, 1.2, 1.8)), (2, interval(0.5, 0.4, 0.6)), (3, None)])
+    assert (c.last_paying, c.first_not_paying, c.interpolated) == (1, 2, pytest.approx(1.5))
+
+    def lp(name: str, user: float, node: float) -> LoadPoint:
+        return LoadPoint(name, Load(CONCURRENCY, 1), 1, 0, user, node, stats.Distribution(0), stats.Distribution(0), None, None)
+
+    # Equal on one axis and behind on the other is dominated, on either axis.
+    points = [lp("b", 50, 300), lp("same-node", 40, 300), lp("a", 100, 100), lp("same-user", 100, 80)]
+    assert [p.variant for p in sweep.pareto_front(points)] == ["a", "b"]
+
+
+def test_goodput_counts_a_failed_request_out_and_short_busy_times_count():
+    ok = RequestRecord("r", "v", "t", "c", "native", 0, 0.0)
+    ok.ttft_s, ok.time_per_output_token_s = 0.1, 0.01
+    failed = RequestRecord("r", "v", "t", "c", "native", 1, 0.0, error_code=500)
+    failed.ttft_s, failed.time_per_output_token_s = 0.1, 0.01  # timings of a request that still failed
+    assert sweep.goodput([ok, failed], Slo(ttft_ms=200, tpot_ms=15)) == 0.5
+    short = RequestRecord("r", "v", "a", "c", "native", 0, 10.0)
+    short.end_to_end_latency_s, short.output_tokens = 0.5, 40
+    assert sweep.node_throughput([short]) == pytest.approx(80.0)  # busy half a second: 40 / 0.5
+
+
+def test_analyze_sweep_defaults():
+    truth_points = []
+    for name, variant, scale in (("b", sweep.Variant("baseline"), 1.0), ("s", sweep.Variant("s-k3", "D", 3), 0.5)):
+        records = []
+        for index in range(4):
+            r = RequestRecord(name, variant.name, "case", "qa", "native", index, 100.0 + index)
+            r.ttft_s, r.time_per_output_token_s = 0.05, 0.02 * scale * (1 + index / 100)
+            r.end_to_end_latency_s = r.ttft_s + 99 * r.time_per_output_token_s
+            r.output_tokens, r.output_throughput_tps = 100, 100 / r.end_to_end_latency_s
+            records.append(r)
+        truth_points.append(sweep.Point(name, variant, Load(CONCURRENCY, 1), 0, tuple(records), {} if name == "b" else {"qa": 0.99}))
+    analysis = sweep.analyze_sweep(truth_points)
+    assert (analysis.sweep_id, analysis.metric, analysis.resamples, analysis.confidence, analysis.servers_per_node) == (
+        "",
+        sweep.E2E,
+        2000,
+        0.95,
+        1,
+    )
+    assert analysis.classes[0].load_points[0].goodput is None  # no SLO by default
+    # a = 0.99 and a cheap draft: the model's optimum is past 15, so k_max = 15 caps it.
+    assert analysis.classes[0].curves["c1"][0].model_optimum[0] == 15  # type: ignore[index]
