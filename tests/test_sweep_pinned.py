@@ -220,3 +220,89 @@ def test_analyze_sweep_defaults():
     assert analysis.classes[0].load_points[0].goodput is None  # no SLO by default
     # a = 0.99 and a cheap draft: the model's optimum is past 15, so k_max = 15 caps it.
     assert analysis.classes[0].curves["c1"][0].model_optimum[0] == 15  # type: ignore[index]
+
+
+def _records(name: str, variant: str, tpots: list[float], prompt_class: str = "qa", start: float = 100.0) -> tuple[RequestRecord, ...]:
+    out = []
+    for index, tpot in enumerate(tpots):
+        r = RequestRecord(name, variant, "case", prompt_class, "native", index, start + index)
+        r.ttft_s, r.time_per_output_token_s = 0.05, tpot
+        r.end_to_end_latency_s = r.ttft_s + 99 * tpot
+        r.output_tokens, r.output_throughput_tps = 100, 100 / r.end_to_end_latency_s
+        out.append(r)
+    return tuple(out)
+
+
+def test_points_from_runs_with_nothing_but_records_take_the_defaults():
+    (point,) = sweep.points_from_run({"sweep": {"variant": {"name": "v", "k": 2}}}, [], {})
+    assert (point.point_id, point.wave, point.load, point.source) == ("", 0, Load(CONCURRENCY, 1.0), "")
+    record = RequestRecord("run", "sd", "json", "qa", "native", 0, 0.0)
+    run = {"plan": {"deployment": {"variants": [{"name": "sd", "draft_model": "D", "num_speculative_tokens": 3, "method": "eagle3"}]}}}
+    (point,) = sweep.points_from_run(
+        run, [record], {"json@c1": {"sd": {"per_position": [0.5]}}, "json@c2": {"sd": {"per_position": [0.9]}}}
+    )
+    assert (point.point_id, point.wave, point.load) == ("sd-c1", 0, Load(CONCURRENCY, 1.0))  # no load in the plan: one in flight
+    assert point.variant == sweep.Variant("sd", "D", 3, "eagle3") and dict(point.acceptance) == {"qa": 0.5}
+    assert sweep.load_of_record(record, Load(RATE, 3)) == Load(RATE, 3)
+    two = {"json@c1": {"sd": {"per_position": [0.6]}}, "yaml@c1": {"sd": {"per_position": [0.8]}}}
+    (mean,) = sweep.points_from_run(
+        {"plan": {**run["plan"], "suite": {"test_cases": [{"name": "yaml", "prompt_class": "qa"}]}}}, [record], two
+    )
+    assert dict(mean.acceptance) == {"qa": pytest.approx(0.7)}  # the mean over the class's test cases
+
+
+def test_drift_names_the_first_and_last_wave_and_flags_only_clear_changes():
+    base, load, other = sweep.Variant("baseline"), Load(CONCURRENCY, 1), Load(CONCURRENCY, 4)
+    spec = sweep.Variant("s-k3", "D", 3)
+    tpots = [0.020, 0.0201, 0.0199, 0.0202, 0.0198, 0.020]
+    points = [
+        sweep.Point("b0", base, load, 0, _records("b0", "baseline", tpots)),
+        sweep.Point("b1", base, load, 1, _records("b1", "baseline", [t * 1.5 for t in tpots])),
+        sweep.Point("b2", base, load, 2, _records("b2", "baseline", [t * 1.2 for t in tpots])),
+        sweep.Point("o5", base, other, 5, _records("o5", "baseline", tpots)),
+        sweep.Point("s", spec, load, 1, _records("s", "s-k3", [t / 2 for t in tpots]), {"qa": 0.8}),
+    ]
+    analysis = sweep.analyze_sweep(points, metric=sweep.TPOT, resamples=200)
+    (drift,) = analysis.classes[0].drift  # the other load has one wave: nothing to compare
+    assert (drift.load, drift.first_wave, drift.last_wave) == (load, 0, 2)
+    assert drift.ratio.point == pytest.approx(1.2, rel=1e-6)  # last / first wave's median TPOT
+    assert drift.text.startswith("qa, 1 in flight: baseline TPOT wave 0 / wave 2 = ") and drift.text.endswith(" - DRIFT: the waves differ")
+    assert analysis.notes == [drift.text]
+    # Within the tolerance: reported, not flagged.
+    calm = sweep.analyze_sweep(points, metric=sweep.TPOT, resamples=200, drift_tolerance=0.5)
+    assert not calm.classes[0].drift[0].text.endswith("DRIFT: the waves differ") and calm.notes == []
+
+
+def test_recommendations_name_ties_by_k_for_the_same_draft_and_by_draft_otherwise():
+    base, load = sweep.Variant("baseline"), Load(CONCURRENCY, 1)
+    tpots = [0.020 * (1 + i / 50) for i in range(8)]
+    variants = [sweep.Variant("d-k3", "D", 3), sweep.Variant("d-k5", "D", 5), sweep.Variant("e-k2", "E", 2)]
+    points = [sweep.Point("b", base, load, 0, _records("b", "baseline", tpots))]
+    for variant, speedup in zip(variants, (2.0, 1.99, 1.98), strict=True):
+        points.append(sweep.Point(variant.name, variant, load, 1, _records(variant.name, variant.name, [t / speedup for t in tpots]), {}))
+    rec = sweep.analyze_sweep(points, metric=sweep.TPOT, resamples=200).classes[0].recommendations["c1"]
+    assert (rec.variant, rec.draft_model, rec.k, rec.metric) == ("d-k3", "D", 3, sweep.TPOT)
+    assert rec.indistinguishable == ["d-k5", "e-k2"]
+    assert rec.text.endswith(" (indistinguishable: k = 5, E, k = 2)")
+    # Nothing faster than the baseline (1.0x exactly is not faster): the baseline, at 1.0x.
+    slow = [points[0], sweep.Point("x", variants[0], load, 1, _records("x", "d-k3", tpots), {})]
+    rec = sweep.analyze_sweep(slow, metric=sweep.TPOT, resamples=200).classes[0].recommendations["c1"]
+    assert (rec.variant, rec.speedup.point, rec.indistinguishable) == (sweep.BASELINE, 1.0, [])
+    assert sweep.analyze_sweep([slow[1]], resamples=50).notes == ["no baseline point: no speedup can be computed"]
+
+
+def test_apart_needs_both_intervals_and_a_gap():
+    assert sweep._apart(interval(2.0, 1.8, 2.2), interval(1.5, 1.3, 1.7))
+    assert not sweep._apart(interval(2.0, 1.8, 2.2), interval(1.7, 1.5, 1.8))  # touching: not apart
+    assert not sweep._apart(interval(2.0), interval(1.5, 1.3, 1.7)) and not sweep._apart(interval(2.0, 1.8, 2.2), interval(1.5))
+
+
+def test_a_load_point_averages_node_throughput_over_its_points():
+    load = Load(CONCURRENCY, 1)
+    first = _records("a", "v", [0.01] * 2)  # two requests 1 s apart, 1.04 s each: 200 tokens over 2.04 s
+    second = _records("b", "v", [0.02] * 2, start=500.0)
+    point = sweep._load_point("v", load, [first, second], Slo(), 1, None)
+    expected = [sweep.node_throughput(list(first)), sweep.node_throughput(list(second))]
+    assert point.tokens_per_s_per_node == pytest.approx(sum(expected) / 2)  # type: ignore[arg-type]
+    assert point.tokens_per_s_per_user == pytest.approx(100 / (0.05 + 99 * 0.015), rel=0.2)
+    assert (point.requests, point.errors) == (4, 0)
