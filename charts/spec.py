@@ -5,6 +5,11 @@ batch, context length, resources); every ``VllmServiceSpec`` wraps that same obj
 its name and, for a speculative variant, the draft model and k. Parity between the baseline and
 the speculative services therefore holds by construction; tests/test_serving_charts.py proves it
 on the rendered Deployments.
+
+The settings a service implies that its compiled-artifact folder depends on (the stack's Neuron
+flags, the speculative config, where models are mounted) are here too, beside the types: the
+mapping to a container (charts/serving_stack.py) imports this module, and this module imports
+nothing of it.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +30,6 @@ from config.variants import service_variants
 from specbench import bundle
 from specbench.analysis.cost import servers_per_node
 from specbench.prompts.suite import load_suite
-
-from . import serving_stack
-from .serving_stack import NEURON_FRAMEWORK, model_path
-
-__all__ = ["NEURON_FRAMEWORK", "model_path"]  # re-exported: they lived here before serving_stack.py (charts.model_cache)
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class VllmServiceSpec:
             "logical_nc_config": s.logical_nc_config,
             "max_num_seqs": s.max_num_seqs,
             "max_model_len": s.max_model_len,
-            **serving_stack.compile_flags(self),
+            **compile_flags(self),
         }
 
     def artifacts_dir(self) -> str:
@@ -181,6 +181,71 @@ class VllmServiceSpec:
 
     def models(self) -> tuple[str, ...]:
         return (self.serving.target_model, self.draft_model) if self.speculative else (self.serving.target_model,)
+
+
+# --- the settings a service spec implies (charts/serving_stack.py maps them to its container) ------
+
+
+def model_path(model_id: str) -> str:
+    """Where a model's weights appear in the serving pods (models/<org>/<name>/ in the bucket)."""
+    return f"{layout.MODELS_MOUNT}/{model_id}"
+
+
+def on_stack(serving: ServingSpec, stack: str, method: str = "") -> ServingSpec:
+    """The shared spec moved to another stack: that stack's pinned image and the method (default:
+    the stack's own), every other setting unchanged. For a cross-stack baseline and for sweeps."""
+    definition = serving_stacks.STACKS[stack]
+    return replace(serving, stack=stack, image=definition.image, speculation_method=method or definition.default_method)
+
+
+def neuron_settings(spec: VllmServiceSpec) -> tuple[str, dict[str, Any]]:
+    """The stack's Neuron settings flag and its JSON value."""
+    if spec.serving.stack == serving_stacks.VLLM_NEURON_STACK:
+        # vllm-neuron docs/guides/features-guide.md, "Enable speculative decoding (CLI)": Neuron settings go in
+        # `--additional-config '{"neuron_config": {...}}'`, and on-device sampling (`on_device_sampling_config`,
+        # exactly as shown there and in the Neuron 2.33.0 docs' vllm-neuron/docs/design/vllm/additional-config.md)
+        # is required for on-device rejection sampling. Given to every service of
+        # the stack alike, so the baseline samples as the speculative service does. Sampling is not
+        # greedy-only there (its configuration reference shows a {"temperature": "0.7"} example); what is
+        # greedy is the on-device rejection sampler of speculative decoding. The comparison runs at
+        # temperature 0 so both services produce the same output (exactness is checked), and the
+        # configuration rules require it on this stack.
+        return "--additional-config", {"neuron_config": {"on_device_sampling_config": {"temperature": "0"}}}
+    # The 0.9.1 image (Neuron's V0 fork): `--override-neuron-config`. The logical-core setting is
+    # passed explicitly: NxD Inference's default differs between releases, and it must equal the
+    # runtime's NEURON_LOGICAL_NC_CONFIG. Fused speculation (REFERENCE.md section 1).
+    config: dict[str, Any] = {"save_sharded_checkpoint": True, "logical_nc_config": spec.serving.logical_nc_config}
+    if spec.speculative:
+        config["enable_fused_speculation"] = True
+    return "--override-neuron-config", config
+
+
+def speculative_config(spec: VllmServiceSpec) -> dict[str, Any] | None:
+    """vLLM's ``--speculative-config`` of a speculative service; None for a baseline."""
+    if not spec.speculative:
+        return None
+    s = spec.serving
+    method = serving_stacks.STACKS[s.stack].method(s.speculation_method)
+    config: dict[str, Any] = {
+        "model": model_path(spec.draft_model),
+        "num_speculative_tokens": spec.num_speculative_tokens,
+        "method": method.vllm_method,
+    }
+    if s.stack == serving_stacks.REFERENCE_STACK:
+        # The reference recipe also bounds the draft's context (REFERENCE.md section 1). The plugin's
+        # documentation shows only method, model and num_speculative_tokens (features guide,
+        # docs/design/speculation/speculative_decoding_design.md "Configuration Parameters"), and a
+        # speculative config turns its async scheduling off by itself (features guide, note).
+        config["max_model_len"] = s.max_model_len
+    return config
+
+
+def compile_flags(spec: VllmServiceSpec) -> dict[str, Any]:
+    """The stack's flags that change the compiled graphs (for the artifact folder's hash). The
+    reference stack's keys are the ones its hash always had, so its artifacts stay where they are."""
+    flag, value = neuron_settings(spec)
+    key = "override_neuron_config" if flag == "--override-neuron-config" else "additional_config"
+    return {key: value, "speculative_config": speculative_config(spec)}
 
 
 @dataclass(frozen=True)
@@ -234,7 +299,7 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
     )
     # A cross-stack baseline (config rules: only with serving.cross_stack) runs its own stack's image;
     # every other setting stays shared.
-    baseline = shared if s.baseline_stack == s.stack else serving_stack.on_stack(shared, s.baseline_stack)
+    baseline = shared if s.baseline_stack == s.stack else on_stack(shared, s.baseline_stack)
     base, *speculative = service_variants(s)
     services = (
         VllmServiceSpec(base.name, baseline),

@@ -11,9 +11,20 @@ a real run) and every content frame's write is logged with ``time.perf_counter()
 write. On Linux that is CLOCK_MONOTONIC, one clock for both processes, so the lag of a chunk is
 ``client stamp - server write``: the client's ``sent_monotonic_s + chunk_times_s[i]``.
 
+Two server modes (``--server``):
+- ``mixed``: requests of 12 to 48 chunks, each paced from its own arrival, a finish frame of its own;
+- ``in-step``: as a batching engine streams, every request is paced on one step clock (a request
+  joins at the next step boundary) and all have the same length, so the streams of a wave start
+  and end in step, and the next wave is launched while the last ones are still arriving. The
+  frames are vLLM's (vllm/entrypoints/openai/serving_chat.py, chat_completion_stream_generator):
+  a role frame (``delta: {role: assistant, content: ""}``), content frames with continuous usage,
+  the last content frame carrying ``finish_reason`` itself, then the ``include_usage`` frame
+  (``choices: []``) and ``data: [DONE]``, written back to back with the last content frame.
+
 The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
 all (half per endpoint), and the lag distribution of first, middle and last content chunks is
-printed (p50 / p90 / max). Target: p90 within 2 ms for every kind of chunk at 64 streams.
+printed (p50 / p90 / max). Target: p90 within 2 ms for every kind of chunk at 64 streams, in both
+modes.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -40,6 +52,8 @@ from specbench.prompts.suite import DEFAULT_SUITE  # noqa: E402
 STEP_S = 0.020  # one content frame per step, as vLLM streams one chunk per engine step
 TTFT_S = 0.030
 MIN_CHUNKS, MAX_CHUNKS = 12, 48
+IN_STEP_CHUNKS = 24  # every request of the in-step mode
+SERVER_MODES = ("mixed", "in-step")
 
 
 def chunks_of(request_id: str) -> int:
@@ -48,9 +62,19 @@ def chunks_of(request_id: str) -> int:
     return MIN_CHUNKS + (index * 7) % (MAX_CHUNKS - MIN_CHUNKS + 1)
 
 
-def serve(ports: list[int]) -> None:
+def step_schedule(arrival: float, epoch: float, chunks: int) -> list[float]:
+    """In-step mode: when each content frame of a request arriving at ``arrival`` is due, on the step
+    clock that started at ``epoch``: the first at the first step boundary TTFT_S or more after the
+    arrival, then one every step (pure; the same boundaries for every request of a wave)."""
+    first = epoch + math.ceil((arrival + TTFT_S - epoch) / STEP_S - 1e-9) * STEP_S
+    return [first + index * STEP_S for index in range(chunks)]
+
+
+def serve(ports: list[int], mode: str = "mixed") -> None:
     """The paced server (run in its own process by ``main``)."""
     from aiohttp import web
+
+    epoch = time.perf_counter()
 
     writes: dict[str, list[float]] = {}
     peers: set = set()  # client connections that carried requests: keep-alive reuse shows here
@@ -63,12 +87,15 @@ def serve(ports: list[int]) -> None:
         arrival = time.perf_counter()
         request_id = request.headers.get("X-Request-Id", "unknown")
         peers.add(request.transport.get_extra_info("peername") if request.transport else None)
-        chunks = chunks_of(request_id)
         log = writes.setdefault(request_id, [])
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         response.enable_chunked_encoding()
         await response.prepare(request)
         base = {"id": request_id, "object": "chat.completion.chunk", "model": body.get("model", "")}
+        if mode == "in-step":
+            await in_step(response, base, log, arrival)
+            return response
+        chunks = chunks_of(request_id)
         await response.write(frame({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
         for index in range(chunks):
             delay = arrival + TTFT_S + index * STEP_S - time.perf_counter()
@@ -83,6 +110,28 @@ def serve(ports: list[int]) -> None:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    async def in_step(response: web.StreamResponse, base: dict, log: list[float], arrival: float) -> None:
+        """vLLM's frames on the shared step clock (see the module docstring)."""
+
+        def usage(completion: int) -> dict:
+            return {"prompt_tokens": 64, "completion_tokens": completion, "total_tokens": 64 + completion}
+
+        role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+        await response.write(frame({**base, "choices": [role], "usage": usage(0)}))
+        due = step_schedule(arrival, epoch, IN_STEP_CHUNKS)
+        for index, at in enumerate(due):
+            delay = at - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            last = index == len(due) - 1
+            choice = {"index": 0, "delta": {"content": f" tok{index}"}, "logprobs": None, "finish_reason": "length" if last else None}
+            data = frame({**base, "choices": [choice], "usage": usage(index + 1)})
+            if last:  # the finish_reason frame, the include_usage frame and [DONE] leave together
+                data += frame({**base, "choices": [], "usage": usage(index + 1)}) + b"data: [DONE]\n\n"
+            log.append(time.perf_counter())
+            await response.write(data)
+        await response.write_eof()
 
     async def health(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -112,8 +161,8 @@ def get(url: str) -> bytes:
         return response.read()
 
 
-def start_server(ports: list[int]) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, __file__, "serve", *map(str, ports)])
+def start_server(ports: list[int], mode: str = "mixed") -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, __file__, "serve", mode, *map(str, ports)])
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -198,11 +247,14 @@ def measure(
 
 def main() -> None:
     if sys.argv[1:2] == ["serve"]:
-        serve([int(port) for port in sys.argv[2:]])
+        serve([int(port) for port in sys.argv[3:]], sys.argv[2])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[4, 64], help="streams in flight in all, half per endpoint")
     parser.add_argument("--waves", type=int, default=3, help="requests per slot")
+    parser.add_argument(
+        "--server", nargs="+", default=list(SERVER_MODES), choices=SERVER_MODES, help="server mode(s); each runs on its own server"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="runs per setting; the table shows each and their median")
     parser.add_argument(
         "--engine",
@@ -215,10 +267,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     engines = {(spec, loop): engine_class(spec) for spec in args.engine for loop in args.loop}
+    for mode in args.server:
+        bench_mode(mode, args, engines)
+
+
+def bench_mode(mode: str, args: argparse.Namespace, engines: dict) -> None:
     ports = free_ports(2)
-    server = start_server(ports)
+    server = start_server(ports, mode)
     try:
-        print(f"client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {MIN_CHUNKS}-{MAX_CHUNKS} chunks a request)")
+        lengths = f"{IN_STEP_CHUNKS} chunks a request, in step" if mode == "in-step" else f"{MIN_CHUNKS}-{MAX_CHUNKS} chunks a request"
+        print(f"{mode} server: client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {lengths}; load {_loadavg()})")
         print(
             f"{'streams':>7} {'run':>6} "
             + " ".join(f"{k + ' p50/p90/max':>24}" for k in ("first", "middle", "last"))
@@ -247,6 +305,13 @@ def _print_runs(streams: int, runs: list) -> None:
     }
     cpu = statistics.median(run[3] for run in runs)
     print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in ("first", "middle", "last")) + f"{cpu:>27.0f}us")
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def _cell(values: tuple[float, float, float] | None) -> str:

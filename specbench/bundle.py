@@ -100,9 +100,12 @@ def _bound_names(tree: ast.Module) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _import_nodes(tree: ast.Module, functions: frozenset[str] | None) -> tuple[ast.Import | ast.ImportFrom, ...]:
+def _import_nodes(
+    tree: ast.Module, functions: frozenset[str] | None, type_checking: bool = False
+) -> tuple[ast.Import | ast.ImportFrom, ...]:
     """Every import statement that can run: module level and inside functions (lazy imports), not
-    under ``if TYPE_CHECKING:``. With ``functions``, of the top-level functions only those named."""
+    under ``if TYPE_CHECKING:`` (unless ``type_checking``: a module graph that counts the imports
+    only a type checker runs). With ``functions``, of the top-level functions only those named."""
     found = []
     pending: list[ast.AST] = list(tree.body)
     if functions is not None:
@@ -112,7 +115,7 @@ def _import_nodes(tree: ast.Module, functions: frozenset[str] | None) -> tuple[a
         pending = [n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) or n.name in functions]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not type_checking and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             pending += node.orelse
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -121,15 +124,17 @@ def _import_nodes(tree: ast.Module, functions: frozenset[str] | None) -> tuple[a
     return tuple(found)
 
 
-def project_imports(path: Path, root: Path, functions: Iterable[str] | None = None) -> set[str]:
+def project_imports(path: Path, root: Path, functions: Iterable[str] | None = None, *, type_checking: bool = False) -> set[str]:
     """The modules under ``root`` that the file at ``path`` imports (resolved, relative imports too).
     ``from package import name`` is the module ``package.name`` when that is one, else ``package``;
     a parent package runs first anyway and is not counted. Third-party and standard-library imports
-    are not under ``root`` and are left out. A missing project module is a FileNotFoundError."""
+    are not under ``root`` and are left out. A missing project module is a FileNotFoundError.
+    ``type_checking`` counts the imports under ``if TYPE_CHECKING:`` too (the zips need not ship
+    them; the structure test counts them, so a cycle cannot hide there)."""
     tree = _parse(path)
     package = module_name(path, root) if path.name == "__init__.py" else module_name(path, root).rpartition(".")[0]
     found = set()
-    for node in _import_nodes(tree, None if functions is None else frozenset(functions)):
+    for node in _import_nodes(tree, None if functions is None else frozenset(functions), type_checking):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if _first_is_project(alias.name, root))
             continue

@@ -9,10 +9,11 @@ import pytest
 
 from config import ConfigError, load_config
 from config.model import AddonSettings
-from stacks.addons.container_insights import addon_configuration, log_group_names
-from stacks.addons.neuron_helm import chart_values, rendered_namespaces
-from stacks.addons.versions import SOURCES
 from templates import all_dependencies, direct_dependencies, only, props, resources
+
+# The stacks' pure functions are imported inside the tests that use them: their modules import
+# aws_cdk (2.6 s of jsii start-up and a node process), which at module level every xdist worker
+# would pay while collecting (issue 24).
 
 
 def _node_groups(template):
@@ -43,6 +44,8 @@ def test_neuron_chart_is_pinned_from_its_oci_registry(platform):
 
 
 def test_neuron_chart_values_follow_settings():
+    from stacks.addons.neuron_helm import chart_values
+
     values = chart_values(("trn1.32xlarge",), scheduler=False)
     assert values["neuronInstances"] == ["trn1.32xlarge"]
     assert values["scheduler"] == {"enabled": False, "customScheduler": {"enabled": False}}
@@ -71,6 +74,8 @@ def _namespace_manifests(template) -> dict[str, str]:
 def test_every_namespace_the_neuron_chart_renders_into_exists_before_it(fixture, request):
     """Chart 1.10.0 renders the node problem detector into neuron-healthcheck-system and creates no
     Namespace; CDK creates only the release namespace. The set is derived from the values passed."""
+    from stacks.addons.neuron_helm import rendered_namespaces
+
     template = request.getfixturevalue(fixture)
     lid, chart = only(template, "Custom::AWSCDK-EKS-HelmChart")
     release = props(chart)["Namespace"]
@@ -85,6 +90,8 @@ def test_every_namespace_the_neuron_chart_renders_into_exists_before_it(fixture,
 
 
 def test_chart_namespaces_follow_the_values():
+    from stacks.addons.neuron_helm import chart_values, rendered_namespaces
+
     values = chart_values(("trn2.48xlarge",), scheduler=True)
     assert rendered_namespaces(values, "kube-system") == {"kube-system", "neuron-healthcheck-system"}
     assert rendered_namespaces({**values, "npd": {"enabled": False}}, "kube-system") == {"kube-system"}
@@ -98,6 +105,8 @@ def test_chart_namespaces_follow_the_values():
 
 
 def test_node_problem_detector_stays_in_monitor_mode():
+    from stacks.addons.neuron_helm import chart_values
+
     assert chart_values(("trn2.48xlarge",), scheduler=True)["npd"] == {"enabled": True, "nodeRecovery": {"enabled": False}}
 
 
@@ -105,6 +114,8 @@ def test_node_problem_detector_stays_in_monitor_mode():
 
 
 def test_container_insights_addon_has_neuron_metrics_and_pod_identity(platform):
+    from stacks.addons.container_insights import addon_configuration
+
     lid, addon = only(platform, "AWS::EKS::Addon", lambda r: props(r)["AddonName"] == "amazon-cloudwatch-observability")
     p = props(addon)
     config = json.loads(p["ConfigurationValues"])
@@ -121,6 +132,8 @@ def test_container_insights_addon_has_neuron_metrics_and_pod_identity(platform):
 
 
 def test_container_insights_log_groups_exist_before_the_agent(platform):
+    from stacks.addons.container_insights import log_group_names
+
     lid, _ = only(platform, "AWS::EKS::Addon", lambda r: props(r)["AddonName"] == "amazon-cloudwatch-observability")
     deps = all_dependencies(platform, lid)
     groups = {
@@ -192,6 +205,8 @@ def test_vpc_cni_addon_enforces_network_policies_and_comes_before_the_nodes(plat
 
 
 def test_addon_versions_are_pinned_to_the_cited_defaults(platform):
+    from stacks.addons.versions import SOURCES
+
     defaults = AddonSettings()
     assert {
         "amazon-cloudwatch-observability": defaults.cloudwatch_observability_version,

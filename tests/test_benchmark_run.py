@@ -251,7 +251,9 @@ def test_requests_in_flight_when_stopped_are_stored_as_interrupted_and_counted(s
     assert run["cases"]["counting"]["requests"] == n
 
 
-@pytest.mark.timing
+# Not a `timing` test (those hold the other xdist worker off while they run): its reference is the
+# emulators' own record of what they sent (ground truth), with medians and a 10 % bound; it passed
+# at load 14 on the two shared cores (issue 24).
 def test_native_timings_agree_with_the_emulators_ground_truth():
     """Per request, the client's TTFT and time per output token against what the server really sent,
     with the servers in their own process (as in a deployment) at full time scale. The bound here is

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-import app
 from config import ConfigError, catalog, ec2, layout, load_config, subnets
 from config.validate import config_warnings
 
@@ -291,14 +290,22 @@ def test_restricted_or_private_endpoint_is_not_warned_about(context):
     assert config_warnings(load_config(context, {})) == []
 
 
-class _AppWithoutSynth(app.App):
-    """The stacks are not what these tests are about; even an empty App takes seconds to synth."""
+@pytest.fixture
+def app():  # type: ignore[no-untyped-def]
+    """app.py, imported by the tests that run it: it imports aws_cdk (seconds of jsii start-up),
+    which at module level every xdist worker would pay while collecting (issue 24)."""
+    import app
 
-    def synth(self, **_kwargs):
-        return None
+    return app
 
 
-def test_synth_prints_the_warning_on_stderr_and_still_succeeds(monkeypatch, capsys, tmp_path):
+def test_synth_prints_the_warning_on_stderr_and_still_succeeds(app, monkeypatch, capsys, tmp_path):
+    class _AppWithoutSynth(app.App):
+        """The stacks are not what these tests are about; even an empty App takes seconds to synth."""
+
+        def synth(self, **_kwargs):
+            return None
+
     built = []
     monkeypatch.setattr(app, "build_app", lambda _app, config: built.append(config))
     monkeypatch.setattr(app, "App", _AppWithoutSynth)
@@ -310,7 +317,7 @@ def test_synth_prints_the_warning_on_stderr_and_still_succeeds(monkeypatch, caps
     assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("config")] == []
 
 
-def test_strict_posture_stops_synth_with_one_line(capsys, tmp_path):
+def test_strict_posture_stops_synth_with_one_line(app, capsys, tmp_path):
     assert app.main(["--outdir", str(tmp_path), "-c", "cluster.require_restricted_endpoint=true"]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert [line for line in lines if line.startswith("config")] == [

@@ -25,11 +25,17 @@ def test_the_known_optima_differ_by_class() -> None:
     assert demo_module().truth() == {"structured": 8, "open-ended": 2}
 
 
-@pytest.mark.timing
+# Not a `timing` test (those hold the other xdist worker off while they run): it checks the sweep's
+# answer against the emulator's known optimum, not a wall-clock budget, and recovered it at load 10-12
+# on the two shared cores (issue 24).
 def test_the_demo_sweep_recovers_each_class_optimum(tmp_path) -> None:
     demo = demo_module()
     loads = (Load(CONCURRENCY, 1),)
-    found = demo.sweep(tmp_path, time_scale=0.1, requests=6, tokens=100, resamples=500, loads=loads, repeat_baseline=False)
+    # Half the demo's time scale (2.25 ms a target step) and 4 requests a class and point: 29 s -> about
+    # 10 s on an idle machine, still recovered at load 10 on the two cores. Not fewer than 100 tokens:
+    # max_tokens cuts the last step short, which biases the fitted c upward as completions shorten
+    # (at 60 tokens, c = 0.17 and the model's k = 6 for structured prompts).
+    found = demo.sweep(tmp_path, time_scale=0.05, requests=4, tokens=100, resamples=500, loads=loads, repeat_baseline=False)
     assert sorted(r.prompt_class for r in found) == ["open-ended", "structured"]
     for r in found:
         # The measured best is the truth (the grid 1, 2, 4, 8, 12 holds both optima, far enough apart

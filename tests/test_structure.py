@@ -2,7 +2,8 @@
 
 The import graph is read with ``ast`` (specbench/bundle.py's walk, the one that builds the zips):
 every import statement that can run, at module level and inside functions (lazy imports), so a
-cycle that only closes when a function runs counts too.
+cycle that only closes when a function runs counts too, and those under ``if TYPE_CHECKING:``: a
+module that needs another's types sits above it, not beside it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def import_graph(root: Path = ROOT, parts: Iterable[str] = PROJECT) -> dict[str,
     """Module -> the project modules it imports (only those among ``parts``)."""
     files = project_files(root, parts)
     names = {bundle.module_name(path, root) for path in files}
-    return {bundle.module_name(path, root): bundle.project_imports(path, root) & names for path in files}
+    return {bundle.module_name(path, root): bundle.project_imports(path, root, type_checking=True) & names for path in files}
 
 
 def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
@@ -126,6 +127,22 @@ def test_import_graph_reads_lazy_and_relative_imports(tmp_path):
         ["pkg.endpoints", "pkg.engines", "pkg.engines.native", "pkg.endpoints"],
         ["pkg.report", "pkg.report_charts", "pkg.report"],
     ]
+
+
+def test_import_graph_counts_type_checking_imports(tmp_path):
+    """Issue 24: charts/serving_stack.py imported charts/spec.py only under TYPE_CHECKING, and spec.py
+    imported it back; the graph skipped the first and saw no cycle."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "spec.py").write_text("from .stack import flags\nclass Spec: ...\n")
+    (package / "stack.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .spec import Spec\ndef flags(spec: Spec): ...\n"
+    )
+    assert import_graph(tmp_path, ["pkg"])["pkg.stack"] == {"pkg.spec"}
+    assert find_cycles(import_graph(tmp_path, ["pkg"])) == [["pkg.spec", "pkg.stack", "pkg.spec"]]
+    # The zips ship only what runs: there the type-checking import is left out.
+    assert bundle.project_imports(package / "stack.py", tmp_path) == set()
 
 
 def test_named_functions_limit_the_lazy_imports_followed(tmp_path):

@@ -251,15 +251,23 @@ def decode_event(line: bytes) -> dict[str, Any] | None:
 class SendTime:
     """When the request was handed to the socket. Starting the clock there, not when the coroutine
     asked for the request, keeps the client's own queueing out of TTFT: with many streams started
-    at once, each waits its turn for the event loop to encode and write it (2-5 ms at 8 streams)."""
+    at once, each waits its turn for the event loop to encode and write it (2-5 ms at 8 streams).
+    ``written`` is called once the body is on the socket (it ends this request's launch turn)."""
 
     at: float
+    written: Callable[[], None] | None = None
+
+    def wrote(self) -> None:
+        if self.written is not None:
+            self.written, written = None, self.written
+            written()
 
 
 def _send_times() -> aiohttp.TraceConfig:
     async def on_chunk_sent(session: Any, context: Any, params: Any) -> None:
         if isinstance(context.trace_request_ctx, SendTime):
             context.trace_request_ctx.at = time.perf_counter()  # the last body chunk wins
+            context.trace_request_ctx.wrote()
 
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(on_chunk_sent)
@@ -272,6 +280,8 @@ def _send_times() -> aiohttp.TraceConfig:
 _DONE_MARKS = (b"\ndata: [DONE]", b"\ndata:[DONE]")
 _TAIL = len(_DONE_MARKS[0]) - 1  # bytes of the previous read a mark may start in
 EVENT_STREAM = "text/event-stream"
+SETTLE_PASSES = 8  # NativeEngine._watch_reads: at most this many double passes of the loop
+LAUNCH_TURN_MAX_S = 0.05  # NativeEngine._launch_turn: the longest one launch holds the next
 
 
 def ends_stream(previous: bytes, data: bytes) -> bool:
@@ -501,6 +511,12 @@ class NativeEngine:
         self.breakers: dict[str, CircuitBreaker] = {}
         self._opened: list[str] = []  # endpoints whose breaker opened in this case: said once, after parsing
         self._names: dict[str, tuple[str, ...]] = {}  # endpoint -> other names its stream may give the model
+        # One request launched at a time, each after the loop has polled the network again (_launch_turn);
+        # the lock of the running loop (an engine may serve runs on several loops, one after another).
+        self._launching: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._reads = 0  # reads stamped so far (_reads_settled watches it move)
+        self._settling: list[asyncio.Future[None]] = []  # who waits in _reads_settled
+        self._settler: asyncio.Task[None] | None = None  # the task that watches for them
 
     async def stream_names(self, endpoint: Endpoint, load: LoadSpec) -> tuple[str, ...]:
         """The name the endpoint's stream gives the requested model when it is served under several
@@ -724,6 +740,7 @@ class NativeEngine:
             gc.disable()  # see _quiet_again
         self._open += 1
         try:
+            await self._launch_turn(sent)
             # No redirect is followed: the endpoint measured is the one given (aiohttp would follow a
             # 302 with a GET). A 3xx is then an http_status failure like any other status but 200.
             async with session.post(
@@ -743,9 +760,10 @@ class NativeEngine:
                         raw.times.append(time.perf_counter() - started)
                         raw.reads.append(data)
                         size += len(data)
-                        window = previous + data
-                        if _DONE_MARKS[0] in window or _DONE_MARKS[1] in window:
+                        self._reads += 1
+                        if ends_stream(previous, data):
                             raw.done_seen = True
+                            await self._reads_settled()  # the others' waiting reads stamped before this end
                             await _until_body_end(response)
                             break
                         if size > limit or len(raw.reads) > read_limit:
@@ -756,7 +774,7 @@ class NativeEngine:
                                 "oversized_stream",
                             )
                             break
-                        previous = window[-_TAIL:]
+                        previous = data[-_TAIL:] if len(data) >= _TAIL else (previous + data)[-_TAIL:]
         except asyncio.TimeoutError:
             raw.error = StreamError(CLIENT_ERROR, f"timeout: no complete response within {timeout.total:g} s", "timeout")
         except aiohttp.ClientError as error:
@@ -766,8 +784,58 @@ class NativeEngine:
         else:
             raw.finished = True
         finally:
+            sent.wrote()  # the turn ends here at the latest (a request that failed before its body was written)
             self._open -= 1
             if not self._open:
                 self._quiet_again()
         if raw.error is not None:
             raw.finished = True
+
+    async def _launch_turn(self, sent: SendTime) -> None:
+        """Wait for this request's turn to be launched: one launch at a time, each once the reads
+        already waiting are stamped (``_reads_settled``). The turn ends when the request's body is
+        written (SendTime.wrote) or after LAUNCH_TURN_MAX_S, so a launch never waits for another's
+        response nor for a connection that hangs; TTFT is timed from the write, so the wait for a
+        turn is not in it."""
+        loop = asyncio.get_running_loop()
+        if self._launching is None or self._launching[0] is not loop:
+            self._launching = (loop, asyncio.Lock())
+        lock = self._launching[1]
+        await lock.acquire()
+        sent.written = lock.release
+        # Bounded: a request whose connection hangs (an endpoint down) must not hold every launch.
+        loop.call_later(LAUNCH_TURN_MAX_S, sent.wrote)
+        await self._reads_settled()
+
+    async def _reads_settled(self) -> None:
+        """Wait until a pass of the event loop stamps no read (or SETTLE_PASSES double passes go by).
+
+        Ending a stream (reading the body's end, pooling the connection) and launching the next
+        request cost the loop several times what stamping a read does, and with a server that ends
+        its streams in step (a batching engine: the same step finishes many requests; scripts/
+        bench_chunk_lag.py --server in-step) dozens of streams end within a millisecond and their
+        next requests are launched together. Done at once, that work kept the loop busy while the
+        other streams' last chunks waited in their sockets to be stamped: 2 to 3 ms late at p90,
+        against 0.3 to 0.4 ms for the other chunks. So that work waits here until the loop has
+        polled the network and stamped what arrived (each pass runs the callbacks already queued,
+        then those of the reads it polled: two yields see one poll's stamps). One watcher task
+        yields for every waiter (waiters spinning each on their own would cost the loop a task
+        switch per waiter per pass); bounded, so a busy stream of reads never starves an end."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._settling.append(waiter)
+        if self._settler is None or self._settler.done():
+            self._settler = loop.create_task(self._watch_reads())
+        await waiter
+
+    async def _watch_reads(self) -> None:
+        for _ in range(SETTLE_PASSES):
+            seen = self._reads
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            if self._reads == seen:
+                break
+        waiters, self._settling = self._settling, []
+        for waiter in waiters:
+            if not waiter.done():  # a cancelled stream's waiter is done already
+                waiter.set_result(None)

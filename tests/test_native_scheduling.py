@@ -1,0 +1,91 @@
+"""The native engine's scheduling around the stamps (issue 24): ending a stream and launching the
+next request wait for the reads already waiting to be stamped, and requests are launched one at a
+time. Measured with scripts/bench_chunk_lag.py --server in-step (docs/performance.md)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from specbench.load import native
+from specbench.load.native import NativeEngine, SendTime
+
+
+def test_ends_and_launches_wait_until_a_pass_stamps_no_read():
+    engine = NativeEngine()
+    passes: list[int] = []
+
+    async def reads_for(count: int) -> None:  # another stream: one read stamped every pass, `count` times
+        for _ in range(count):
+            engine._reads += 1
+            passes.append(engine._reads)
+            await asyncio.sleep(0)
+
+    async def settle_beside(count: int) -> int:
+        reader = asyncio.ensure_future(reads_for(count))
+        await asyncio.sleep(0)  # the reader has started
+        await engine._reads_settled()
+        settled_at = engine._reads
+        await reader
+        return settled_at
+
+    # Reads during 5 passes: it waits them out, so every one of them is stamped first.
+    assert asyncio.run(settle_beside(5)) == 5
+    engine._reads = 0
+    # Reads that never stop: it gives up after SETTLE_PASSES double passes, never starving the end.
+    settled_at = asyncio.run(settle_beside(10 * native.SETTLE_PASSES))
+    assert 2 * native.SETTLE_PASSES - 2 <= settled_at <= 2 * native.SETTLE_PASSES + 4  # + the hops to wake the waiter
+
+
+def test_requests_are_launched_one_at_a_time_until_each_body_is_written():
+    engine = NativeEngine()
+    order: list[str] = []
+
+    async def launch(name: str, written: asyncio.Event, fail: bool = False) -> None:
+        sent = SendTime(0.0)
+        try:
+            await engine._launch_turn(sent)
+            order.append(f"{name} launched")
+            if fail:
+                raise OSError("refused before the body was written")
+            await written.wait()
+            order.append(f"{name} written")
+            sent.wrote()
+        except OSError:
+            order.append(f"{name} failed")
+        finally:
+            sent.wrote()  # as collect does: a turn never outlives its request
+
+    async def main() -> None:
+        first, second, third = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        tasks = [asyncio.ensure_future(launch("a", first)), asyncio.ensure_future(launch("b", second, fail=True))]
+        tasks.append(asyncio.ensure_future(launch("c", third)))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert order == ["a launched"]  # b and c wait for a's body to be written
+        first.set()
+        for _ in range(50):
+            await asyncio.sleep(0)
+        third.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert order == ["a launched", "a written", "b launched", "b failed", "c launched", "c written"]
+    # A new event loop gets its own lock (an engine may run on several loops, one after another).
+    order.clear()
+    asyncio.run(main())
+    assert order[0] == "a launched"
+
+
+def test_a_launch_that_never_writes_its_body_holds_the_next_for_a_bounded_time():
+    engine = NativeEngine()
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        stuck = SendTime(0.0)
+        await engine._launch_turn(stuck)  # its connection hangs: the body is never written
+        started = loop.time()
+        await engine._launch_turn(SendTime(0.0))
+        return loop.time() - started
+
+    waited = asyncio.run(main())
+    assert native.LAUNCH_TURN_MAX_S * 0.9 <= waited < native.LAUNCH_TURN_MAX_S + 1.0  # the bound, not forever
