@@ -51,10 +51,10 @@ def test_the_figures_are_immutable_and_a_class_without_a_histogram_has_an_empty_
 
 def test_every_reason_of_the_self_check_word_for_word():
     assert sa.self_check([], spec_records(), K) == sa.Reliability(
-        False, "the baseline has no request with 3+ content chunks and usage-counted tokens to check the stream against"
+        False, "unavailable: the baseline has no successful request: nothing to check the stream against"
     )
     assert sa.self_check(base_records(), [record([1, 2])], K) == sa.Reliability(
-        False, "the speculative service has no request with 3+ content chunks and usage-counted tokens"
+        False, "unavailable: the speculative service has no request with 3+ content chunks and usage-counted tokens"
     )
     assert sa.self_check(base_records(), spec_records(), None) == sa.Reliability(
         False, "k (num_speculative_tokens) of the speculative service is unknown: k + 1 cannot be checked"
@@ -108,7 +108,7 @@ def test_the_figure_of_a_service_key_by_key():
         "histogram": {"1": 1, "2": 1, "3": 1, "4": 1, "5": 1},
     }
     unreliable = sa.figure([], spec_records(), K, resamples=RESAMPLES)
-    assert unreliable["reliable"] is False and unreliable["reason"].startswith("the baseline has no request")
+    assert unreliable["reliable"] is False and unreliable["reason"].startswith("unavailable: the baseline has no successful request")
 
 
 def test_cross_check_leaves_out_missing_metrics():

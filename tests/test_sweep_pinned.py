@@ -33,14 +33,16 @@ def test_the_fit_recovers_known_costs_on_both_sides_of_the_grid():
 
 
 def test_the_crossover_interpolates_between_two_known_loads():
-    # 1.6x at 2 in flight, 0.8x at 6: the point estimate crosses 1 at 2 + 0.6 / 0.8 x 4 = 5.
+    # 1.6x at 2 in flight, 0.8x at 6: the point estimate crosses 1 three quarters of the way, on log
+    # load (two levels are a geometric series): 2 x 3^0.75 = 4.559 (on linear load it would be 5).
     c = sweep.crossover(CONCURRENCY, [(6, interval(0.8, 0.7, 0.9)), (2, interval(1.6, 1.5, 1.7))])
-    assert (c.kind, c.last_paying, c.first_not_paying, c.interpolated) == (CONCURRENCY, 2, 6, pytest.approx(5.0))
-    assert c.text == "pays up to 2 in flight, not at 6 (point estimate crosses 1 at ~5)"
+    assert (c.kind, c.last_paying, c.first_not_paying, c.interpolated) == (CONCURRENCY, 2, 6, pytest.approx(2 * 3**0.75))
+    assert c.scale == sweep.LOG
+    assert c.text == "pays up to 2 in flight, not at 6 (point estimate crosses 1 at ~4.56, interpolated on log load)"
     # A point estimate exactly at 1 is where it crosses: the next load itself.
     c = sweep.crossover(RATE, [(1, interval(1.5, 1.2, 1.8)), (3, interval(1.0, 0.9, 1.1))])
     assert (c.last_paying, c.first_not_paying, c.interpolated) == (1, 3, pytest.approx(3.0))
-    assert c.text == "pays up to 1 requests/s, not at 3 (point estimate crosses 1 at ~3)"
+    assert c.text == "pays up to 1 requests/s, not at 3 (point estimate crosses 1 at ~3, interpolated on log load)"
     # A CI reaching 1 with a point above it: not paying, and no crossing of the point estimate.
     c = sweep.crossover(RATE, [(1, interval(1.5, 1.2, 1.8)), (2, interval(1.1, 0.95, 1.3))])
     assert (c.last_paying, c.first_not_paying, c.interpolated) == (1, 2, None)
@@ -88,11 +90,13 @@ def test_node_throughput_and_the_pareto_front_exactly():
         r.end_to_end_latency_s, r.output_tokens = e2e, tokens
         return r
 
-    # Case a busy from 0 to 5 (two overlapping requests), case b from 10 to 12: 7 s for 400 tokens.
+    # Busy is the union of every request window, failed ones too (analysis/cost.py: the server was
+    # occupied): [0, 5] (a's overlapping requests) and [9, 19] (the failed b), 15 s for the 400 tokens
+    # of the successful requests; a request without an end has no window.
     records = [record("a", 0, 3, 100), record("a", 2, 3, 200), record("b", 10, 2, 100), record("b", 11, None, 50)]
     records += [record("b", 9, 10, 1000, error=500), record("a", 1, 1, 0)]
-    assert sweep.node_throughput(records) == pytest.approx(400 / 7)
-    assert sweep.node_throughput(records, servers_per_node=3) == pytest.approx(3 * 400 / 7)
+    assert sweep.node_throughput(records) == pytest.approx(400 / 15)
+    assert sweep.node_throughput(records, servers_per_node=3) == pytest.approx(3 * 400 / 15)
     assert sweep.node_throughput([record("a", 0, 0, 10)]) is None
     assert sweep.node_throughput([]) is None
 
