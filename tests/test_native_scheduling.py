@@ -89,3 +89,53 @@ def test_a_launch_that_never_writes_its_body_holds_the_next_for_a_bounded_time()
 
     waited = asyncio.run(main())
     assert native.LAUNCH_TURN_MAX_S * 0.9 <= waited < native.LAUNCH_TURN_MAX_S + 1.0  # the bound, not forever
+
+
+def test_a_finished_stream_is_parsed_off_the_loop_and_stored_before_the_slots_next_request(monkeypatch):
+    """_hand_over parses in the engine's parser thread: a parse that takes 300 ms (a stand-in for a
+    long stream on a slow machine) never stops the loop from stamping other streams' reads, and the
+    record is handed over, on the loop, before _hand_over returns (the slot's next request waits)."""
+    import threading
+    import time
+
+    from specbench.load.native import CircuitBreaker, RawStream
+    from specbench.load.types import Endpoint
+    from specbench.results.records import RequestRecord
+
+    loop_thread: list[int] = []
+    parse_thread: list[int] = []
+
+    def slow_digest(raw):  # type: ignore[no-untyped-def]
+        parse_thread.append(threading.get_ident())
+        time.sleep(0.3)
+        return raw.record, None
+
+    monkeypatch.setattr(native, "digest", slow_digest)
+    engine = NativeEngine()
+    raw = RawStream(RequestRecord("r", "v", "case", "c", "native", 0, 0.0))
+    handed_over: list[RequestRecord] = []
+
+    async def main() -> float:
+        loop_thread.append(threading.get_ident())
+        gaps: list[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:  # what stamping other streams needs: the loop, every millisecond
+            last = time.perf_counter()
+            while not done.is_set():
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        ticking = asyncio.ensure_future(ticker())
+        started, handed = [raw], []
+        await engine._hand_over(raw, started, handed, handed_over.append, Endpoint("v", "http://127.0.0.1:1"), CircuitBreaker(8))
+        assert handed_over == [raw.record] and started == []  # stored before _hand_over returned
+        done.set()
+        await ticking
+        return max(gaps)
+
+    longest_gap = asyncio.run(main())
+    assert parse_thread and parse_thread[0] != loop_thread[0]
+    assert longest_gap < 0.15  # parsed on the loop, it would stand still for the whole 0.3 s

@@ -9,8 +9,10 @@ Every stream shares one event loop, so anything the loop does between a chunk's 
 timestamp is lag. The design keeps that path to a timestamp and an append:
 - before the run: the request body is encoded once, every request's headers and record built;
 - while streams are open: each read is stamped and kept raw; nothing is parsed;
-- as each request finishes, its record is parsed and handed to ``on_record`` (the runner stores it
-  before the slot sends its next request: a killed run keeps it); only a stream without usage,
+- as each request finishes, its record is parsed in a worker thread (the interpreter's switch
+  interval is 0.2 ms while streams are open, so the loop waits at most that long for the GIL to
+  stamp a read) and handed to ``on_record`` back on the loop (the runner stores it before the slot
+  sends its next request: a killed run keeps it); only a stream without usage,
   whose tokens /tokenize must count, waits until every stream of this engine is closed (both
   endpoints of a test case share the engine).
 Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
@@ -27,8 +29,10 @@ import itertools
 import json
 import random
 import re
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +282,7 @@ def _send_times() -> aiohttp.TraceConfig:
 # newline, so these cannot come from content); parsing confirms it afterwards. A [DONE] line that
 # opens the body is not seen here: the stream then ends at the response's end, as any other does.
 _DONE_MARKS = (b"\ndata: [DONE]", b"\ndata:[DONE]")
+PARSE_SWITCH_INTERVAL_S = 0.0002  # sys.setswitchinterval while streams are open (see _hand_over)
 _TAIL = len(_DONE_MARKS[0]) - 1  # bytes of the previous read a mark may start in
 EVENT_STREAM = "text/event-stream"
 SETTLE_PASSES = 8  # NativeEngine._watch_reads: at most this many double passes of the loop
@@ -517,6 +522,8 @@ class NativeEngine:
         self._reads = 0  # reads stamped so far (_reads_settled watches it move)
         self._settling: list[asyncio.Future[None]] = []  # who waits in _reads_settled
         self._settler: asyncio.Task[None] | None = None  # the task that watches for them
+        self._parser: ThreadPoolExecutor | None = None  # parses finished streams off the loop (_hand_over)
+        self._switch_interval = sys.getswitchinterval()
 
     async def stream_names(self, endpoint: Endpoint, load: LoadSpec) -> tuple[str, ...]:
         """The name the endpoint's stream gives the requested model when it is served under several
@@ -600,7 +607,7 @@ class NativeEngine:
                             return
                         payload = payloads[index % len(payloads)]
                         await self.collect(session, url, payload, headers[index], timeout, raw, limit, read_limit)
-                        self._hand_over(raw, started, handed, on_record, endpoint, breaker)  # stored before the slot's next request
+                        await self._hand_over(raw, started, handed, on_record, endpoint, breaker)  # stored before the slot's next
 
                 await asyncio.gather(*(one(index) for index in range(load.requests)))
                 await self._until_quiet()
@@ -621,7 +628,7 @@ class NativeEngine:
                 on_record(record)
             raise
 
-    def _hand_over(
+    async def _hand_over(
         self,
         raw: RawStream,
         started: list[RawStream],
@@ -633,15 +640,22 @@ class NativeEngine:
         """A finished request's record handed over at once (the runner stores it, issue 22: a run
         killed later keeps it) and its outcome fed to the endpoint's circuit breaker, unless its
         tokens must still be counted with /tokenize (no usage in the stream: that waits for
-        _deliver, after every stream is closed). The price: parsing a finished 600-chunk stream
-        holds the loop a few milliseconds once per request, so a chunk of another stream arriving
-        meanwhile is stamped that much later (docs/performance.md)."""
-        record, state = digest(raw)
-        if state is None:
+        _deliver, after every stream is closed). Parsing runs in the engine's parser thread: done on
+        the loop, a finished 600-chunk stream held it a few milliseconds, and the last chunks of the
+        streams ending beside it were stamped that much later (scripts/bench_chunk_lag.py --server
+        in-step: p90 5.3 ms; docs/performance.md)."""
+        record, state = await asyncio.get_running_loop().run_in_executor(self._parser_thread(), digest, raw)
+        if state is None and raw in started:  # (not already delivered by an interruption meanwhile)
             started.remove(raw)  # delivered: neither _deliver nor the interrupted path sees it again
             handed.append(record)
             self._feed(breaker, endpoint, record)
             on_record(record)
+
+    def _parser_thread(self) -> ThreadPoolExecutor:
+        """The one thread that parses finished streams (digest is pure: it reads its RawStream only)."""
+        if self._parser is None:
+            self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specbench-parse")
+        return self._parser
 
     def _feed(self, breaker: CircuitBreaker, endpoint: Endpoint, record: RequestRecord) -> None:
         """A parsed request's outcome to the breaker (requests never sent or cut by the run's end do not count)."""
@@ -697,6 +711,7 @@ class NativeEngine:
         still frees everything without cycles; cycles wait for the next collection after this."""
         if self._gc_was_enabled:
             gc.enable()
+        sys.setswitchinterval(self._switch_interval)
         for waiter in self._quiet:
             if not waiter.done():
                 waiter.set_result(None)
@@ -738,6 +753,9 @@ class NativeEngine:
         if not self._open:
             self._gc_was_enabled = gc.isenabled()
             gc.disable()  # see _quiet_again
+            # The parser thread gives the GIL back within 0.2 ms (default 5 ms) when a read arrives.
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(PARSE_SWITCH_INTERVAL_S)
         self._open += 1
         try:
             await self._launch_turn(sent)
