@@ -690,24 +690,33 @@ def simulate_closed_loop(
 
     for _ in range(min(clients, requests)):
         send(now)
-    while True:
-        step = engine.schedule(now)
-        if step is None:
-            break
-        kind, batch, duration = step
-        if kind == "prefill":
-            for s in batch:
-                s.record.queued_s = now - s.record.arrival_s
-        done = engine.complete(kind, batch, now, duration, len(engine.waiting))
-        now += duration
-        for s in done:
-            s.record.chunk_offsets_s = list(s.record.planned_offsets_s)
-            s.record.chunk_tokens = [chunk.tokens for chunk in s.plan]
-            s.record.accepted_per_step = [chunk.accepted for chunk in s.plan if chunk.accepted is not None]
-            s.record.e2e_s = now - s.record.arrival_s
+    while (stepped := simulate_step(engine, now)) is not None:
+        now, done = stepped
+        for _ in done:
             if len(records) < requests:
                 send(now)
     return records, engine.steps
+
+
+def simulate_step(engine: Engine, now: float) -> tuple[float, list[_Sequence]] | None:
+    """One engine step on the virtual clock at ``now``: the time after it and the sequences it
+    finished (their truth records completed as the server writes them), or None when nothing is
+    scheduled. The closed loop above and the open loop of emulator/sweep_truth.py share it."""
+    step = engine.schedule(now)
+    if step is None:
+        return None
+    kind, batch, duration = step
+    if kind == "prefill":
+        for s in batch:
+            s.record.queued_s = now - s.record.arrival_s
+    done = engine.complete(kind, batch, now, duration, len(engine.waiting))
+    now += duration
+    for s in done:
+        s.record.chunk_offsets_s = list(s.record.planned_offsets_s)
+        s.record.chunk_tokens = [chunk.tokens for chunk in s.plan]
+        s.record.accepted_per_step = [chunk.accepted for chunk in s.plan if chunk.accepted is not None]
+        s.record.e2e_s = now - s.record.arrival_s
+    return now, done
 
 
 class Emulator:

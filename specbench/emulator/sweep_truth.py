@@ -94,22 +94,12 @@ def simulate_open_loop(
 
     while done_count < requests:
         admit(now)
-        step = engine.schedule(now)
-        if step is None:
+        stepped = server.simulate_step(engine, now)
+        if stepped is None:
             now = max(now, arrivals[len(records)])
             continue
-        kind, batch, duration = step
-        if kind == "prefill":
-            for s in batch:
-                s.record.queued_s = now - s.record.arrival_s
-        done = engine.complete(kind, batch, now, duration, len(engine.waiting))
-        now += duration
-        for s in done:
-            s.record.chunk_offsets_s = list(s.record.planned_offsets_s)
-            s.record.chunk_tokens = [chunk.tokens for chunk in s.plan]
-            s.record.accepted_per_step = [chunk.accepted for chunk in s.plan if chunk.accepted is not None]
-            s.record.e2e_s = now - s.record.arrival_s
-            done_count += 1
+        now, done = stepped
+        done_count += len(done)
     return records
 
 
