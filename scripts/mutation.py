@@ -136,15 +136,17 @@ def run_module(module: str, target: dict, table: dict, keep: bool, reuse: Path |
         report = junit_report(mutmut, work, env)
         # mutmut 2.5.1 queues only mutants whose cached status is "untested", and reads those statuses
         # keyed by the line's text alone (mutmut/cache.py, get_cached_mutation_statuses:
-        # `line_obj_by_line[mutation_id.line]`): a line repeating an earlier one (a second
-        # `@dataclass(frozen=True)`) takes the first one's status and is never run, staying untested.
-        # `mutmut run <id>` looks its mutant up by text and line number (cached_mutation_status).
-        untested = untested_ids(report)
-        for mutant_id in untested:
+        # `line_obj_by_line[mutation_id.line]`): a mutant on a line repeating an earlier one (a second
+        # `@dataclass(frozen=True)`) takes the first one's status and is never run, left untested (or
+        # survived from a run against older tests). `mutmut run <id>` looks its mutant up by text and
+        # line number (cached_mutation_status): it runs it when its result is missing or stale and
+        # skips one already tested against these tests.
+        unsettled = unsettled_ids(report)
+        for mutant_id in unsettled:
             single = subprocess.run([*mutmut, "run", mutant_id, *arguments], cwd=work, env=env, capture_output=True, text=True)
             if single.returncode & 1:
                 raise SystemExit(f"{module}: mutmut failed on mutant {mutant_id} (exit {single.returncode}):\n{single.stdout[-3000:]}")
-        if untested:
+        if unsettled:
             report = junit_report(mutmut, work, env)
         allowed = equivalents(table, module)
         source = (work / module).read_text()
@@ -174,12 +176,13 @@ def junit_report(mutmut: list[str], work: Path, env: dict[str, str]) -> str:
     return subprocess.run(command, cwd=work, env=env, check=True, capture_output=True, text=True).stdout
 
 
-def untested_ids(report: str) -> list[str]:
-    """The ids of the mutants mutmut left untested (test cases named ``Mutant #<id>``)."""
+def unsettled_ids(report: str) -> list[str]:
+    """The ids of the mutants the report gives as untested or survived (test cases named
+    ``Mutant #<id>``): the ones to run again by id."""
     ids = []
     for case in ElementTree.fromstring(report).iter("testcase"):
         failure = case.find("failure")
-        if failure is not None and failure.get("message") == "untested":
+        if failure is not None and failure.get("message") in ("untested", "bad_survived"):
             ids.append(case.get("name", "").removeprefix("Mutant #"))
     return [i for i in ids if i.isdigit()]
 

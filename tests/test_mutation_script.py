@@ -1,11 +1,12 @@
 """scripts/mutation.py's reading of mutmut's JUnit report (`make mutation`): which mutants mutmut left
-untested, to be run one by one (mutmut 2.5.1 never queues a mutant on a line repeating an earlier one)."""
+untested or survived, to be run again one by one (mutmut 2.5.1 never queues a mutant on a line
+repeating an earlier one)."""
 
 from __future__ import annotations
 
 import tomllib
 
-from scripts.mutation import TABLE, untested_ids
+from scripts.mutation import TABLE, unsettled_ids
 
 # The shape mutmut 2.5.1's `junitxml --untested-policy failure` prints (mutmut/cache.py,
 # create_junitxml_report): a failure whose message is the status, for survived and untested mutants.
@@ -21,9 +22,9 @@ REPORT = """<?xml version="1.0" ?>
 """
 
 
-def test_untested_mutants_are_found_by_id_and_survivors_are_not():
-    assert untested_ids(REPORT) == ["191", "193"]
-    assert untested_ids(REPORT.replace('message="untested"', 'message="bad_survived"')) == []
+def test_untested_and_surviving_mutants_are_found_by_id_and_killed_ones_are_not():
+    assert unsettled_ids(REPORT) == ["2", "191", "193"]
+    assert unsettled_ids(REPORT.replace('message="untested"', 'message="bad_timeout"')) == ["2"]
 
 
 def test_every_target_has_a_minimum_and_stages_of_existing_test_files():
