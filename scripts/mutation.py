@@ -129,23 +129,25 @@ def run_module(module: str, target: dict, table: dict, keep: bool, reuse: Path |
         runner = shlex.join(["sh", "-c", f"{parses} 2>/dev/null || exit 0; {stages} || exit 1"])
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         mutmut = [sys.executable, "-m", "mutmut"]
-        run = subprocess.run(
-            [*mutmut, "run", "--paths-to-mutate", module, "--tests-dir", "tests", "--runner", runner, "--no-progress", "--simple-output"],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        arguments = ["--paths-to-mutate", module, "--tests-dir", "tests", "--runner", runner, "--no-progress", "--simple-output"]
+        run = subprocess.run([*mutmut, "run", *arguments], cwd=work, env=env, capture_output=True, text=True)
         if run.returncode & 1:
             raise SystemExit(f"{module}: mutmut failed (exit {run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
-        report = subprocess.run(
-            [*mutmut, "junitxml", "--suspicious-policy", "ignore", "--untested-policy", "failure"],
-            cwd=work,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        report = junit_report(mutmut, work, env)
+        # mutmut 2.5.1 queues only mutants whose cached status is "untested", and reads those statuses
+        # keyed by the line's text alone (mutmut/cache.py, get_cached_mutation_statuses:
+        # `line_obj_by_line[mutation_id.line]`): a mutant on a line repeating an earlier one (a second
+        # `@dataclass(frozen=True)`) takes the first one's status and is never run, left untested (or
+        # survived from a run against older tests). `mutmut run <id>` looks its mutant up by text and
+        # line number (cached_mutation_status): it runs it when its result is missing or stale and
+        # skips one already tested against these tests.
+        unsettled = unsettled_ids(report)
+        for mutant_id in unsettled:
+            single = subprocess.run([*mutmut, "run", mutant_id, *arguments], cwd=work, env=env, capture_output=True, text=True)
+            if single.returncode & 1:
+                raise SystemExit(f"{module}: mutmut failed on mutant {mutant_id} (exit {single.returncode}):\n{single.stdout[-3000:]}")
+        if unsettled:
+            report = junit_report(mutmut, work, env)
         allowed = equivalents(table, module)
         source = (work / module).read_text()
         for case in ElementTree.fromstring(report).iter("testcase"):
@@ -165,6 +167,24 @@ def run_module(module: str, target: dict, table: dict, keep: bool, reuse: Path |
             shutil.rmtree(work, ignore_errors=True)
     score.seconds = time.monotonic() - started
     return score
+
+
+def junit_report(mutmut: list[str], work: Path, env: dict[str, str]) -> str:
+    """Every mutant as a JUnit test case; survived and untested ones carry a failure element whose
+    message is the status (mutmut/cache.py, create_junitxml_report)."""
+    command = [*mutmut, "junitxml", "--suspicious-policy", "ignore", "--untested-policy", "failure"]
+    return subprocess.run(command, cwd=work, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def unsettled_ids(report: str) -> list[str]:
+    """The ids of the mutants the report gives as untested or survived (test cases named
+    ``Mutant #<id>``): the ones to run again by id."""
+    ids = []
+    for case in ElementTree.fromstring(report).iter("testcase"):
+        failure = case.find("failure")
+        if failure is not None and failure.get("message") in ("untested", "bad_survived"):
+            ids.append(case.get("name", "").removeprefix("Mutant #"))
+    return [i for i in ids if i.isdigit()]
 
 
 def pytest_command(work: Path, stage: list[str]) -> list[str]:
