@@ -35,6 +35,7 @@ from specbench.flags import (
     OneLineParser,
     ascii_float,
     ascii_int,
+    finite_number,
     non_negative_int,
     positive_float,
     positive_int,
@@ -79,14 +80,8 @@ MAX_NODE_PRICE = 1000.0  # as config/validate.py's MAX_NODE_PRICE_PER_HOUR
 
 def node_price(text: str) -> float:
     """--node-price-per-hour: USD per node-hour, 0 (no price: cost not computed) up to 1000."""
-    try:
-        value = ascii_float(text)
-    except argparse.ArgumentTypeError:
-        value = float("nan")
-    if not 0.0 <= value <= MAX_NODE_PRICE:
-        allowed = f"USD per node-hour from 0 (no price: cost not computed) to {MAX_NODE_PRICE:g}, e.g. 35.76"
-        raise argparse.ArgumentTypeError(f"{text}: {allowed}")
-    return value
+    allowed = f"USD per node-hour from 0 (no price: cost not computed) to {MAX_NODE_PRICE:g}, e.g. 35.76"
+    return finite_number(text, lambda v: 0.0 <= v <= MAX_NODE_PRICE, allowed)
 
 
 PRICE_HELP = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from typing import NoReturn
 
 from specbench.names import allowed, echo, name_problem
@@ -77,32 +78,25 @@ def listen_port(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def finite_number(text: str, ok: Callable[[float], bool], what: str) -> float:
+    """An ASCII finite number that ``ok`` accepts; else one line saying ``what`` is allowed."""
     try:
         value = ascii_float(text)
     except argparse.ArgumentTypeError:
         value = math.nan
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a number > 0")
+    if not ok(value):  # nan fails every comparison
+        raise argparse.ArgumentTypeError(f"{echo(text)}: {what}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return finite_number(text, lambda v: v > 0, "must be a number > 0")
 
 
 def seconds(text: str) -> float:
     """A timeout: finite and > 0 (0 must never mean "no timeout")."""
-    try:
-        value = ascii_float(text)
-    except argparse.ArgumentTypeError:
-        value = math.nan
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a number of seconds > 0 (finite)")
-    return value
+    return finite_number(text, lambda v: v > 0, "must be a number of seconds > 0 (finite)")
 
 
 def temperature(text: str) -> float:
-    try:
-        value = ascii_float(text)
-    except argparse.ArgumentTypeError:
-        value = math.nan
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{echo(text)}: must be a finite number >= 0 (0 is greedy)")
-    return value
+    return finite_number(text, lambda v: v >= 0, "must be a finite number >= 0 (0 is greedy)")

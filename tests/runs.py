@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specbench.results.records import RequestRecord
@@ -14,6 +15,16 @@ from specbench.results.store import RunStore
 BASELINE, SPECULATIVE = "qwen-vllm", "qwen-sd-vllm"
 TARGET_STEP_S = 0.045
 OUTPUT_TOKENS = 600
+
+
+def wait_for(condition: Callable[[], object], limit_s: float = 60.0) -> bool:
+    """Poll a condition, bounded (never a timing assertion: the bound only stops a hung test)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def handler_environment(bucket: str, region: str, resamples: int) -> dict[str, str]:

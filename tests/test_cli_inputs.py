@@ -12,20 +12,9 @@ import sys
 import pytest
 
 from specbench import cli
+from tests.runs import wait_for
 
 RUN = ["run", "--no-publish", "--no-progress", "--endpoint", "a=http://127.0.0.1:9", "--ready-timeout", "0.1", "--test-case", "nope"]
-
-
-def _wait_for(condition, limit_s: float = 60.0) -> bool:
-    """Poll, bounded (the bound only stops a hung test; nothing is timed)."""
-    import time
-
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _main(args: list[str]) -> int:
@@ -214,7 +203,7 @@ def test_ctrl_c_exits_130_and_keeps_what_completed(tmp_path):
         args += ["--concurrency", "1", "--requests", "4", "--output-tokens", "20"]
         process = subprocess.Popen([sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert _wait_for(lambda: len(baseline.truth) >= 4 and len(speculative.truth) >= 4)
+            assert wait_for(lambda: len(baseline.truth) >= 4 and len(speculative.truth) >= 4)
             os.kill(process.pid, signal.SIGINT)
             _, err = process.communicate(timeout=60)
         finally:

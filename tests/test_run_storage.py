@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -23,19 +22,9 @@ from specbench.emulator.server import EmulatorServer, default_profiles
 from specbench.results.records import read_jsonl
 from specbench.results.runfiles import load_run
 from specbench.results.store import STALE_AFTER_S, LocalStore, RunStore, S3Store, StoreError, effective_status
-from tests.runs import BASELINE, SPECULATIVE, emulated_run_args, write_run
+from tests.runs import BASELINE, SPECULATIVE, emulated_run_args, wait_for, write_run
 
 SCALE = 0.1
-
-
-def _wait_for(condition, limit_s: float = 60.0) -> bool:
-    """Poll a condition, bounded (never a timing assertion: the bound only stops a hung test)."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_kill_9_mid_test_case_keeps_every_completed_request_and_reads_as_interrupted(tmp_path, capsys):
@@ -51,7 +40,7 @@ def test_kill_9_mid_test_case_keeps_every_completed_request_and_reads_as_interru
         args += ["--test-case", "counting", "--concurrency", "2", "--requests", "8", "--output-tokens", "40"]
         process = subprocess.Popen([sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            arrived = _wait_for(lambda: len(baseline.truth) >= 8 and len(speculative.truth) >= 8)
+            arrived = wait_for(lambda: len(baseline.truth) >= 8 and len(speculative.truth) >= 8)
             os.kill(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
         finally:
@@ -152,7 +141,7 @@ def test_s3_journal_puts_the_case_records_as_they_complete(monkeypatch):
     for index in range(5):
         journal.append(json.dumps({"i": index}) + "\n")
         # The background PUT lands: the object holds at least this line (coalesced, never reordered).
-        assert _wait_for(lambda i=index: _lines(run) >= i + 1, 20)
+        assert wait_for(lambda i=index: _lines(run) >= i + 1, 20)
     journal.close()
     assert [json.loads(line)["i"] for line in run.read("records/case.jsonl").splitlines()] == [0, 1, 2, 3, 4]
 
