@@ -17,7 +17,7 @@ export CDK_DISABLE_CLI_TELEMETRY ?= true
 # 7.2 s -> 2.5 s a worker).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep bench-staged-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-aggregation mutation dist preflight clean
+.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep bench-staged-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-suite bench-aggregation mutation dist preflight clean
 
 synth: deps
 	npx cdk synth --quiet
@@ -91,6 +91,10 @@ bench-client: dev-deps
 
 bench-chunk-lag: dev-deps
 	$(BIN)/python scripts/bench_chunk_lag.py
+
+# Where make test's time goes: collection, syntheses, lint, test bodies, idle workers (docs/performance.md).
+bench-suite: dev-deps
+	$(BIN)/python scripts/bench_suite.py
 
 bench-aggregation: dev-deps
 	$(BIN)/python scripts/bench_aggregation.py

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Where `make test`'s time goes: collection, syntheses, lint, test bodies, and idle worker time.
+
+    make bench-suite    # or: .venv/bin/python scripts/bench_suite.py [--workers 2] [-- pytest args]
+
+Runs the suite as `make test` does (``pytest -n 2 --dist loadgroup``, bytecode cached) with this
+file loaded as a pytest plugin (``-p bench_suite``) in the controller and every worker. Each process
+writes a timeline: when it started, when collection began and ended, and for each test its start,
+end, its own CPU (every thread of the worker: in-process servers included) and the CPU of the child
+processes it waited for. The syntheses leave their start and end marks and, from bash's ``times``,
+their CPU in the session's assemblies folder (tests/conftest.py). The report splits each worker's
+wall time into start-up and collection, test bodies on CPU, test bodies waiting (wall minus CPU:
+loopback servers, sleeps, a synthesis not yet done, jsii's Node.js process), and idle (no test
+running: waiting for the other worker at the end); then the syntheses, and the slowest files.
+CPU and wall figures are both printed: on a shared machine only the CPU figures compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE_DIR_ENV = "SPECDECODE_SUITE_PROFILE_DIR"
+LINT_FILES = {"tests/test_lint.py", "tests/test_style.py"}
+
+
+# --- the plugin: one timeline per process ----------------------------------------------------------
+
+
+def _cpu() -> tuple[float, float]:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+class _Timeline:
+    def __init__(self, folder: Path) -> None:
+        name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+        self._out = (folder / f"{name}.jsonl").open("a")
+        self.event("start")
+
+    def event(self, kind: str, **fields) -> None:
+        own, children = _cpu()
+        record = {"event": kind, "t": time.monotonic(), "cpu": own, "children": children, **fields}
+        self._out.write(json.dumps(record) + "\n")
+        self._out.flush()
+
+
+_TIMELINE: _Timeline | None = None
+
+
+def pytest_configure(config) -> None:
+    global _TIMELINE
+    folder = os.environ.get(PROFILE_DIR_ENV)
+    if folder and _TIMELINE is None:
+        _TIMELINE = _Timeline(Path(folder))
+
+
+def pytest_collection(session) -> None:
+    if _TIMELINE:
+        _TIMELINE.event("collection-start")
+
+
+def pytest_collection_finish(session) -> None:
+    if _TIMELINE:
+        _TIMELINE.event("collection-end", tests=len(session.items))
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    if _TIMELINE:
+        _TIMELINE.event("test-start", id=nodeid)
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    if _TIMELINE:
+        _TIMELINE.event("test-end", id=nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _TIMELINE:
+        base = session.config._tmp_path_factory.getbasetemp()
+        root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        _TIMELINE.event("end", assemblies=str(root / "assemblies"), exitstatus=int(exitstatus))
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def _read(folder: Path) -> dict[str, list[dict]]:
+    return {path.stem: [json.loads(line) for line in path.read_text().splitlines()] for path in sorted(folder.glob("*.jsonl"))}
+
+
+def _bash_times(text: str) -> float:
+    """CPU of the children from bash's ``times`` (second line: ``0m8.123s 0m1.234s``)."""
+    lines = text.strip().splitlines()
+    if len(lines) < 2:
+        return float("nan")
+    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", lines[1]))
+
+
+def _syntheses(assemblies: Path) -> list[tuple[str, float, float, float]]:
+    """(name, started, ended, CPU s) of each synthesis, on the monotonic clock of the timelines."""
+    offset = time.monotonic() - time.time()  # file times are wall-clock times
+    found = []
+    for started in sorted(assemblies.glob("*.started")):
+        name = started.stem
+        rc, times = assemblies / f"{name}.rc", assemblies / f"{name}.times"
+        if rc.exists():
+            cpu = _bash_times(times.read_text()) if times.exists() else float("nan")
+            found.append((name, started.stat().st_mtime + offset, rc.stat().st_mtime + offset, cpu))
+    return found
+
+
+def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> str:
+    workers = {name: events for name, events in timelines.items() if name != "controller"}
+    session_start = min(events[0]["t"] for events in timelines.values())
+    session_end = max(events[-1]["t"] for events in timelines.values())
+    cores = os.cpu_count() or 1
+    lines = [
+        f"wall {wall:.1f} s, CPU of the whole process tree {total_cpu:.1f} s ({cores} cores: {total_cpu / wall / cores:.0%} busy)",
+        "",
+        "| worker | start-up + collection s (CPU s) | tests on CPU s | tests waiting s | idle s | tests |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    per_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    synth_cpu_reaped = 0.0
+    for name, events in workers.items():
+        by_kind = defaultdict(list)
+        for event in events:
+            by_kind[event["event"]].append(event)
+        collected = by_kind["collection-end"][0]
+        startup_wall = collected["t"] - session_start
+        on_cpu = waiting = 0.0
+        open_test: dict | None = None
+        for event in events:
+            if event["event"] == "test-start":
+                open_test = event
+            elif event["event"] == "test-end" and open_test:
+                test_wall = event["t"] - open_test["t"]
+                cpu = (event["cpu"] - open_test["cpu"]) + (event["children"] - open_test["children"])
+                if cpu > test_wall * 2:  # reaped a detached synthesis: counted under the syntheses
+                    synth_cpu_reaped += event["children"] - open_test["children"]
+                    cpu = event["cpu"] - open_test["cpu"]
+                on_cpu += min(cpu, test_wall)
+                waiting += max(test_wall - cpu, 0.0)
+                entry = per_file[event["id"].split("::")[0]]
+                entry[0] += test_wall
+                entry[1] += cpu
+                entry[2] += 1
+                open_test = None
+        idle = (session_end - session_start) - startup_wall - on_cpu - waiting
+        lines.append(
+            f"| {name} | {startup_wall:.1f} ({collected['cpu']:.1f}) | {on_cpu:.1f} | {waiting:.1f} | {idle:.1f} | {collected['tests']} |"
+        )
+    assemblies = Path(next(e["assemblies"] for events in timelines.values() for e in events if e["event"] == "end"))
+    lines += ["", "| synthesis | starts at s | ends at s | wall s | CPU s |", "| --- | --- | --- | --- | --- |"]
+    synth_total = 0.0
+    for name, started, ended, cpu in _syntheses(assemblies):
+        synth_total += cpu
+        lines.append(f"| {name} | {started - session_start:.1f} | {ended - session_start:.1f} | {ended - started:.1f} | {cpu:.1f} |")
+    lint = [per_file[f] for f in LINT_FILES if f in per_file]
+    lines += [
+        "",
+        f"syntheses {synth_total:.1f} s CPU; lint tests (cfn-lint, cdk-nag report, ruff) {sum(e[0] for e in lint):.1f} s wall,"
+        f" {sum(e[1] for e in lint):.1f} s CPU; test bodies {sum(e[1] for e in per_file.values()):.1f} s CPU",
+        "",
+        "| slowest files | wall s | CPU s | tests |",
+        "| --- | --- | --- | --- |",
+    ]
+    for path, (test_wall, cpu, count) in sorted(per_file.items(), key=lambda item: -item[1][0])[:15]:
+        lines.append(f"| {path} | {test_wall:.1f} | {cpu:.1f} | {count} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (make test: 2)")
+    parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="suite-profile-") as folder:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env[PROFILE_DIR_ENV] = folder
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "scripts"), env.get("PYTHONPATH")]))
+        command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "--dist", "loadgroup", "-q", "-p", "bench_suite"]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        result = subprocess.run([*command, *args.pytest_args], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        wall = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        total_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "(no pytest output)")
+        print(report(_read(Path(folder)), wall, total_cpu))
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
