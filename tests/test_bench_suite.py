@@ -1,0 +1,57 @@
+"""scripts/bench_suite.py's split of a suite run (`make bench-suite`): each worker's start-up and
+collection, test bodies on CPU and waiting, idle time, and the syntheses' marks, from timelines
+whose figures are known."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from scripts.bench_suite import _bash_times, _read, report
+
+
+def test_bash_times_gives_the_childrens_cpu():
+    # bash's `times`: the shell's own user and system time, then its children's.
+    assert _bash_times("0m0.003s 0m0.001s\n0m8.123s 1m1.250s\n") == 8.123 + 61.25
+    assert math.isnan(_bash_times("0m0.003s 0m0.001s\n"))  # no children line: unknown, never 0
+
+
+def _timeline(folder, name, events):
+    (folder / f"{name}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_each_workers_wall_time_is_split_into_start_up_cpu_waiting_and_idle(tmp_path):
+    assemblies = tmp_path / "assemblies"
+    assemblies.mkdir()
+    (assemblies / "cli.started").touch()
+    (assemblies / "cli.rc").write_text("0\n")
+    (assemblies / "cli.times").write_text("0m0.002s 0m0.001s\n0m8.000s 0m1.500s\n")
+    started = (assemblies / "cli.started").stat().st_mtime
+    os.utime(assemblies / "cli.rc", (started + 12.5, started + 12.5))
+    timelines = tmp_path / "timelines"
+    timelines.mkdir()
+    end = {"event": "end", "t": 100.0, "cpu": 0.0, "children": 0.0, "assemblies": str(assemblies)}
+    _timeline(timelines, "controller", [{"event": "start", "t": 60.0, "cpu": 0.0, "children": 0.0}, {**end, "t": 100.0}])
+    _timeline(
+        timelines,
+        "gw0",
+        [
+            {"event": "start", "t": 60.5, "cpu": 0.2, "children": 0.0},
+            {"event": "collection-end", "t": 63.0, "cpu": 1.5, "children": 0.0, "tests": 2},
+            {"event": "test-start", "t": 63.0, "cpu": 1.5, "children": 0.0, "id": "tests/test_a.py::one"},
+            # 2 s of its own CPU and 0.5 s of a child's in 4 s: 1.5 s waiting
+            {"event": "test-end", "t": 67.0, "cpu": 3.5, "children": 0.5, "id": "tests/test_a.py::one"},
+            {"event": "test-start", "t": 67.0, "cpu": 3.5, "children": 0.5, "id": "tests/test_lint.py::two"},
+            {"event": "test-end", "t": 68.0, "cpu": 4.5, "children": 0.5, "id": "tests/test_lint.py::two"},
+            {**end, "t": 90.0},
+        ],
+    )
+    text = report(_read(timelines), wall=40.0, total_cpu=50.0)
+    lines = text.splitlines()
+    # start-up 3 s (1.5 s CPU); tests on CPU 2.5 + 1 = 3.5 s; waiting 1.5 s; idle 40 - 3 - 3.5 - 1.5
+    assert "| gw0 | 3.0 (1.5) | 3.5 | 1.5 | 32.0 | 2 |" in lines
+    assert "| cli | " in text and "| 12.5 | 9.5 |" in text
+    assert "syntheses 9.5 s CPU; lint tests (cfn-lint, cdk-nag report, ruff) 1.0 s wall, 1.0 s CPU; test bodies 3.5 s CPU" in lines
+    assert "| tests/test_a.py | 4.0 | 2.5 | 1 |" in lines
+    assert lines[0].startswith("wall 40.0 s, CPU of the whole process tree 50.0 s")
