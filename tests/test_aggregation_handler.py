@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from lambdas.aggregate import handler
 from specbench.aws_retry import Retrier
 from specbench.outputs import dashboard, publish
 from specbench.results.store import RunStore, S3Store
-from tests import runs
+from tests import moto_aws, runs
 
 REGION = "us-east-2"
 BUCKET = "specdecode-test-data"
@@ -25,6 +23,8 @@ ENV = runs.handler_environment(BUCKET, REGION, resamples=200)
 
 
 SETTINGS = handler.Settings.from_env(ENV)
+# The client whose GetMetricData a Stubber answers: one for the module, its Stubber made per test.
+STUBBED = moto_aws.session().client("cloudwatch", region_name=REGION)
 
 
 class CloudWatch:
@@ -43,13 +43,15 @@ def aws(monkeypatch):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        s3 = boto3.client("s3", region_name=REGION)
+    with moto_aws.mocked():
+        s3 = moto_aws.client("s3", REGION)
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-        stubbed = boto3.client("cloudwatch", region_name=REGION)
-        stubber = Stubber(stubbed)
+        stubber = Stubber(STUBBED)
         stubber.activate()
-        yield s3, CloudWatch(boto3.client("cloudwatch", region_name=REGION), stubbed), stubber
+        try:
+            yield s3, CloudWatch(moto_aws.client("cloudwatch", REGION), STUBBED), stubber
+        finally:
+            stubber.deactivate()  # the next test's Stubber starts from no queued responses
 
 
 def run_store(s3, run_id: str) -> RunStore:
