@@ -359,6 +359,19 @@ def test_cli_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch, ca
     assert err.count("\n") == 1 and "pip install -r specbench/requirements-report.txt" in err
 
 
+def test_cli_report_without_charts_needs_no_matplotlib(tmp_path, monkeypatch, capsys):
+    store_run(tmp_path, "run-1", *complete_inputs())
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setitem(sys.modules, "specbench.outputs.report_charts", None)
+    args = ["report", "run-1", "--results", str(tmp_path), "--out", str(tmp_path / "out"), "--resamples", "20", "--no-charts"]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html", "report.md"]
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<img" not in html and "<h2>Decision per prompt class</h2>" in html and "PARTIAL" not in html
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert ".png" not in markdown and "### Speedups in detail" in markdown
+
+
 # --- the page opens with the answer --------------------------------------------------------------
 
 
