@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+import boto3
 import pytest
 from botocore.stub import Stubber
 
@@ -83,6 +84,18 @@ def put_body(cloudwatch) -> dict:
 
 def publish_event(run_id: str) -> dict:
     return {"source": "aws.s3", "detail-type": "Object Created", "detail": {"object": {"key": f"results/{run_id}/publish.json"}}}
+
+
+def test_the_shared_moto_clients_start_every_mock_from_an_empty_account():
+    """tests/moto_aws.py shares one session and its clients between tests: the state must not be shared."""
+    s3 = moto_aws.client("s3", REGION)
+    with moto_aws.mocked():
+        s3.create_bucket(Bucket="left-behind", CreateBucketConfiguration={"LocationConstraint": REGION})
+        assert boto3.DEFAULT_SESSION is moto_aws.session()  # boto3.client in the code under test uses it too
+        assert [b["Name"] for b in boto3.client("s3", region_name=REGION).list_buckets()["Buckets"]] == ["left-behind"]
+    assert boto3.DEFAULT_SESSION is not moto_aws.session()
+    with moto_aws.mocked():
+        assert s3.list_buckets()["Buckets"] == []
 
 
 def test_no_data_yet(aws):
