@@ -28,8 +28,8 @@ FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "te
 
 @functools.cache
 def session() -> boto3.session.Session:
-    """The test process's one boto3 session, with fake credentials (no real ones can be found)."""
-    assert moto.mock_aws  # imported first: the session's clients carry moto's handler
+    """The test process's one boto3 session, with fake credentials (no real ones can be found).
+    Made after ``import moto`` above, so its clients carry moto's handler."""
     return boto3.session.Session(**FAKE_CREDENTIALS)
 
 
