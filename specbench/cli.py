@@ -189,6 +189,7 @@ def parser() -> argparse.ArgumentParser:
         "--servers-per-node", type=positive_int, default=None, help="servers of this size per node (default: the run's settings)"
     )
     report.add_argument("--region", default=None)
+    report.add_argument("--no-charts", action="store_true", help="HTML and Markdown only, no PNG charts (no matplotlib needed)")
 
     sweep = commands.add_parser("sweep-report", help="a sweep's recommendation table, curves and load figures (Markdown, PNG, JSON)")
     sweep.add_argument(
@@ -755,7 +756,7 @@ def command_report(args: argparse.Namespace) -> int:
     try:
         from specbench.outputs.report import write_report
 
-        written = write_report(summary, out)
+        written = write_report(summary, out, charts=not args.no_charts)
     except ImportError as error:  # matplotlib (or a library it needs) is not installed
         print(f"specbench: the report needs matplotlib ({error}): pip install -r specbench/requirements-report.txt", file=sys.stderr)
         return EXIT_USAGE

@@ -6,8 +6,10 @@ tests/runs.py: the same catalogue can be run against an older checkout to count 
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +25,21 @@ RECORDS = "records/counting.jsonl"
 ACCEPTANCE = "acceptance/counting.json"
 
 
+_TEMPLATES: dict[tuple[str, tuple[tuple[str, Any], ...]], Path] = {}
+
+
 def write_small_run(root: Path, run_id: str = RUN_ID, **options: Any) -> RunStore:
-    store = RunStore(LocalStore(root), run_id)
-    runs.write_run(store, cases=CASES, requests=REQUESTS, **options)
-    return store
+    """The small run under ``root/run_id``: written once per test process by tests/runs.py (its
+    files are the same bytes every time), then copied, so each case damages a copy of its own
+    without paying for the records and the store's fsyncs again."""
+    key = (run_id, tuple(sorted(options.items())))
+    if key not in _TEMPLATES:
+        template = Path(tempfile.mkdtemp(prefix="specbench-small-run-"))
+        atexit.register(shutil.rmtree, template, ignore_errors=True)
+        runs.write_run(RunStore(LocalStore(template), run_id), cases=CASES, requests=REQUESTS, **options)
+        _TEMPLATES[key] = template
+    shutil.copytree(_TEMPLATES[key] / run_id, Path(root) / run_id, dirs_exist_ok=True)
+    return RunStore(LocalStore(Path(root)), run_id)
 
 
 @dataclass(frozen=True)

@@ -9,22 +9,23 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from lambdas.aggregate import handler
 from specbench.aws_retry import Retrier
 from specbench.outputs import dashboard, publish
 from specbench.results.store import RunStore, S3Store
-from tests import runs
+from tests import moto_aws, runs
 
 REGION = "us-east-2"
 BUCKET = "specdecode-test-data"
 NAMESPACE = "Qwen/LLMPerf"
 NOW = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
-ENV = runs.handler_environment(BUCKET, REGION, resamples=200)
+ENV = runs.handler_environment(BUCKET, REGION, resamples=100)  # the floor: no check here reads an interval's width
 
 
 SETTINGS = handler.Settings.from_env(ENV)
+# The client whose GetMetricData a Stubber answers: one for the module, its Stubber made per test.
+STUBBED = moto_aws.session().client("cloudwatch", region_name=REGION)
 
 
 class CloudWatch:
@@ -43,13 +44,15 @@ def aws(monkeypatch):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        s3 = boto3.client("s3", region_name=REGION)
+    with moto_aws.mocked():
+        s3 = moto_aws.client("s3", REGION)
         s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-        stubbed = boto3.client("cloudwatch", region_name=REGION)
-        stubber = Stubber(stubbed)
+        stubber = Stubber(STUBBED)
         stubber.activate()
-        yield s3, CloudWatch(boto3.client("cloudwatch", region_name=REGION), stubbed), stubber
+        try:
+            yield s3, CloudWatch(moto_aws.client("cloudwatch", REGION), STUBBED), stubber
+        finally:
+            stubber.deactivate()  # the next test's Stubber starts from no queued responses
 
 
 def run_store(s3, run_id: str) -> RunStore:
@@ -81,6 +84,18 @@ def put_body(cloudwatch) -> dict:
 
 def publish_event(run_id: str) -> dict:
     return {"source": "aws.s3", "detail-type": "Object Created", "detail": {"object": {"key": f"results/{run_id}/publish.json"}}}
+
+
+def test_the_shared_moto_clients_start_every_mock_from_an_empty_account():
+    """tests/moto_aws.py shares one session and its clients between tests: the state must not be shared."""
+    s3 = moto_aws.client("s3", REGION)
+    with moto_aws.mocked():
+        s3.create_bucket(Bucket="left-behind", CreateBucketConfiguration={"LocationConstraint": REGION})
+        assert boto3.DEFAULT_SESSION is moto_aws.session()  # boto3.client in the code under test uses it too
+        assert [b["Name"] for b in boto3.client("s3", region_name=REGION).list_buckets()["Buckets"]] == ["left-behind"]
+    assert boto3.DEFAULT_SESSION is not moto_aws.session()
+    with moto_aws.mocked():
+        assert s3.list_buckets()["Buckets"] == []
 
 
 def test_no_data_yet(aws):

@@ -16,11 +16,11 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from specbench.analysis.acceptance import Acceptance
 from specbench.outputs import cloudwatch as cw
 from specbench.results.records import RequestRecord
+from tests import moto_aws
 
 UTC = timezone.utc  # noqa: UP017 - datetime.UTC is Python 3.11+; the code must run on 3.10
 NAMESPACE = "SpecBench/Test"
@@ -44,7 +44,7 @@ def aws_env(monkeypatch):
 
 @pytest.fixture
 def moto_client(aws_env):
-    with mock_aws():
+    with moto_aws.mocked():  # make_client's boto3.client uses the shared session: models loaded once
         yield cw.make_client(REGION)
 
 

@@ -53,7 +53,10 @@ def loopback_hub(root: Path):
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever polls for shutdown() every poll_interval seconds, 0.5 by default, and shutdown()
+    # waits for that poll (https://docs.python.org/3/library/socketserver.html#socketserver.BaseServer.serve_forever):
+    # a short interval ends each test without half a second of idle.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -172,7 +175,8 @@ def test_bad_dataset_cases_name_the_field():
 
 @pytest.fixture(scope="module")
 def servers():
-    profiles = default_profiles(time_scale=0.05)
+    # Nothing here is timed: the emulated steps only need to be short (0.45 ms at 0.01).
+    profiles = default_profiles(time_scale=0.01)
     with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
         yield baseline, speculative
 
@@ -235,11 +239,11 @@ def test_the_cluster_config_refuses_a_dataset_suite_the_job_cannot_run(tmp_path)
 
 
 def test_the_s3_cache_stores_by_digest_and_serves_reruns(tmp_path):
-    boto3 = pytest.importorskip("boto3")
-    from moto import mock_aws
+    pytest.importorskip("boto3")
+    from tests import moto_aws
 
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-2")
+    with moto_aws.mocked():
+        client = moto_aws.client("s3", "us-east-2")
         client.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         cache = datasets.open_cache("s3://data/datasets", region="us-east-2")
         assert cache.location == "s3://data/datasets/" and cache.get(FIXTURE_SHA) is None  # a miss, not an error

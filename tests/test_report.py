@@ -10,10 +10,8 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import boto3
 import pytest
 from matplotlib import image
-from moto import mock_aws
 
 from specbench import cli
 from specbench.analysis.aggregate import COMPLETE, NO_DATA, PARTIAL, summarize_run
@@ -21,6 +19,7 @@ from specbench.analysis.stats import Interval
 from specbench.outputs.report import chart_titles, format_interval, latency_table, speedup_table, write_report
 from specbench.results.records import RequestRecord
 from specbench.results.store import LocalStore, RunStore, open_store
+from tests import moto_aws
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RESAMPLES = 200
@@ -315,10 +314,8 @@ def test_run_argument_is_a_location_or_an_id_inside_results(tmp_path):
 def test_cli_report_of_a_run_in_s3_before_any_record(tmp_path, monkeypatch, capsys):
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-2"}.items():
         monkeypatch.setenv(key, value)
-    with mock_aws():
-        boto3.client("s3", region_name="us-east-2").create_bucket(
-            Bucket="bench", CreateBucketConfiguration={"LocationConstraint": "us-east-2"}
-        )
+    with moto_aws.mocked():
+        moto_aws.client("s3", "us-east-2").create_bucket(Bucket="bench", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         RunStore(open_store("s3://bench/results/", "us-east-2"), "run-9").write(
             "run.json", json.dumps(make_run(status="running", run_id="run-9"))
         )
@@ -360,6 +357,19 @@ def test_cli_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch, ca
     assert cli.main(["report", "run-1", "--results", str(tmp_path), "--out", str(tmp_path / "out"), "--resamples", "20"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install -r specbench/requirements-report.txt" in err
+
+
+def test_cli_report_without_charts_needs_no_matplotlib(tmp_path, monkeypatch, capsys):
+    store_run(tmp_path, "run-1", *complete_inputs())
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setitem(sys.modules, "specbench.outputs.report_charts", None)
+    args = ["report", "run-1", "--results", str(tmp_path), "--out", str(tmp_path / "out"), "--resamples", "20", "--no-charts"]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html", "report.md"]
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<img" not in html and "<h2>Decision per prompt class</h2>" in html and "PARTIAL" not in html
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert ".png" not in markdown and "### Speedups in detail" in markdown
 
 
 # --- the page opens with the answer --------------------------------------------------------------
@@ -447,13 +457,13 @@ def test_the_per_chunk_speedup_is_labelled_so_with_tokens_per_chunk_beside_it(co
     assert table.rows[0][column + 1] == "2.50 / 2.50"
 
 
-def test_cost_per_million_tokens_with_a_price(tmp_path):
+def test_cost_per_million_tokens_with_a_price():
     run, records, acceptance = complete_inputs()
     for record in records:  # test cases run one after the other
         record.started_at += 1000.0 if record.test_case == "poem" else 0.0
     run["plan"]["deployment"]["cost"] = {"node_price_per_hour": 36.0, "price_source": "test", "servers_per_node": 2}
     summary = summarize_run(run, records, acceptance, resamples=RESAMPLES)
-    from specbench.outputs.report import decision_table, throughput_table
+    from specbench.outputs.report import decision_table, render_html, throughput_table
 
     row = decision_table(summary).rows[0]
     assert re.fullmatch(r"\$\d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\)", row[5]) and row[7].startswith("-$")
@@ -464,5 +474,5 @@ def test_cost_per_million_tokens_with_a_price(tmp_path):
     longest = max(r.end_to_end_latency_s for r in records if r.test_case == "json" and r.variant == "qwen-vllm")
     assert float(base[3].split(" ")[0]) == pytest.approx(800 / longest, abs=0.05)
     assert float(base[5].split(" ")[0]) == pytest.approx(2 * 800 / longest, abs=0.1)
-    html = write_report(summary, tmp_path)["html"].read_text(encoding="utf-8")
+    html = render_html(summary, {})  # the page's text; a price changes no chart (the complete run draws them)
     assert "$36.00 per node-hour (test)" in html and "Cost per million output tokens at $36.00 per node-hour" in html

@@ -72,13 +72,11 @@ def test_dashboard_widgets_pass_put_dashboard_rules() -> None:
 def test_reading_a_sweep_from_s3_lists_once_and_gets_each_file_once() -> None:
     import collections
 
-    import boto3
-    from moto import mock_aws
-
     from specbench.results.store import S3Store
+    from tests import moto_aws
 
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-2")
+    with moto_aws.mocked():
+        s3 = moto_aws.session().client("s3", region_name="us-east-2")  # its own: the test registers on its events
         s3.create_bucket(Bucket="sweep-bucket", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         store = S3Store("sweep-bucket", "results/", s3)
         store_points(store, "s1", synthetic_points(TRUTH, requests=2))
@@ -102,16 +100,15 @@ def test_sweep_report_of_a_run_without_records_and_without_a_source_are_one_line
 
 
 def test_sweep_report_puts_its_own_dashboard(tmp_path, monkeypatch, capsys) -> None:
-    import boto3
-    from moto import mock_aws
+    from tests import moto_aws
 
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-2"}.items():
         monkeypatch.setenv(key, value)
     store_points(LocalStore(tmp_path / "results"), "s1", synthetic_points(TRUTH, requests=3))
     base = ["sweep-report", "--results", str(tmp_path / "results"), "--sweep-id", "s1", "--out", str(tmp_path / "r"), "--no-charts"]
-    with mock_aws():
+    with moto_aws.mocked():
         assert cli.main([*base, "--resamples", "20", "--dashboard", "SpecDecode-Sweep-s1", "--region", "us-east-2"]) == 0
-        put = boto3.client("cloudwatch", region_name="us-east-2").get_dashboard(DashboardName="SpecDecode-Sweep-s1")
+        put = moto_aws.client("cloudwatch", "us-east-2").get_dashboard(DashboardName="SpecDecode-Sweep-s1")
     assert json.loads(put["DashboardBody"]) == json.loads((tmp_path / "r" / "sweep-widgets.json").read_text())
     assert capsys.readouterr().out.endswith("dashboard SpecDecode-Sweep-s1: 3 widgets\n")
     assert cli.main([*base, "--resamples", "20", "--dashboard", "bad name!"]) == cli.EXIT_USAGE

@@ -672,17 +672,17 @@ def render_markdown(summary: RunSummary, charts: Mapping[str, Path]) -> str:
 # --- writing it ----------------------------------------------------------------------------------
 
 
-def write_report(summary: RunSummary, out_dir: Path) -> dict[str, Path]:
-    """Write the charts (none without data), report.html and report.md into ``out_dir``; returns
-    name -> path: "html", "markdown" and each chart's name."""
+def write_report(summary: RunSummary, out_dir: Path, charts: bool = True) -> dict[str, Path]:
+    """Write the charts (none without data, none when ``charts`` is False), report.html and report.md
+    into ``out_dir``; returns name -> path: "html", "markdown" and each chart's name."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    charts: dict[str, Path] = {}
-    if summary.completeness != NO_DATA:
+    drawn: dict[str, Path] = {}
+    if charts and summary.completeness != NO_DATA:
         from specbench.outputs.report_charts import write_charts  # matplotlib: only when there is something to draw
 
-        charts = write_charts(summary, out_dir)
+        drawn = write_charts(summary, out_dir)
     written = {"html": out_dir / "report.html", "markdown": out_dir / "report.md"}
-    written["html"].write_text(render_html(summary, charts), encoding="utf-8")
-    written["markdown"].write_text(render_markdown(summary, charts), encoding="utf-8")
-    return {**written, **charts}
+    written["html"].write_text(render_html(summary, drawn), encoding="utf-8")
+    written["markdown"].write_text(render_markdown(summary, drawn), encoding="utf-8")
+    return {**written, **drawn}

@@ -1,0 +1,47 @@
+"""moto in-process, set up cheaply: a fresh moto state per test, boto3's service models loaded once
+per test process.
+
+moto's ``mock_aws`` replaces boto3's default session with none while it is active ("reset_boto3_session",
+on by default: https://github.com/getmoto/moto/blob/master/docs/docs/configuration/index.rst), so every
+``boto3.client`` inside it builds a new session, which reads the service's model JSON again (about
+70 ms of CPU per client). Here one session serves every test: the state lives in moto's backends,
+which ``mock_aws`` resets at each start, not in the clients. A client made from it before a mock
+starts is still mocked: moto intercepts through a ``before-send`` handler it adds to botocore's
+``BUILTIN_HANDLERS`` when imported, which every client made afterwards carries (moto 5.2.5,
+moto/core/models.py, ``botocore_stubber`` and the note under ``patch_client``); this module imports
+moto before it makes a session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import boto3
+import moto
+
+FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@functools.cache
+def session() -> boto3.session.Session:
+    """The test process's one boto3 session, with fake credentials (no real ones can be found).
+    Made after ``import moto`` above, so its clients carry moto's handler."""
+    return boto3.session.Session(**FAKE_CREDENTIALS)
+
+
+@functools.cache
+def client(service: str, region: str) -> Any:
+    """A client shared by the tests that ask for the same one: use it only inside ``mocked()``, and
+    register nothing on its events (make your own from ``session()`` for that)."""
+    return session().client(service, region_name=region)
+
+
+@contextlib.contextmanager
+def mocked() -> Iterator[None]:
+    """A fresh moto state; ``boto3.client`` in the code under test uses the shared session too."""
+    with moto.mock_aws(), mock.patch.object(boto3, "DEFAULT_SESSION", session()):
+        yield
