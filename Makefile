@@ -23,8 +23,13 @@ synth: deps
 	npx cdk synth --quiet
 	@echo "templates: cdk.out/SpecDecodeData.template.json cdk.out/SpecDecodePlatform.template.json"
 
+# The tests' temporary folders on tmpfs where the machine has one: the result stores fsync every file
+# they write (specbench/results/store.py), 3-4 ms a call on this machine's disk and free on tmpfs, and
+# the suite writes thousands. Override with TEST_TMPDIR=<folder>.
+TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm)
+
 test: dev-deps
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR) )$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The product's output offline, no AWS account: emulated services + moto, benchmark, dashboard, report.
 demo: dev-deps

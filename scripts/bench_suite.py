@@ -3,7 +3,7 @@
 
     make bench-suite    # or: .venv/bin/python scripts/bench_suite.py [--workers 2] [-- pytest args]
 
-Runs the suite as `make test` does (``pytest -n 2 --dist loadgroup``, bytecode cached) with this
+Runs the suite as `make test` does (``pytest -n 2 --dist loadgroup``, bytecode cached, temporary files on tmpfs) with this
 file loaded as a pytest plugin (``-p bench_suite``) in the controller and every worker. Each process
 writes a timeline: when it started, when collection began and ended, and for each test its start,
 end, its own CPU (every thread of the worker: in-process servers included) and the CPU of the child
@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="suite-profile-") as folder:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env[PROFILE_DIR_ENV] = folder
+        if "TMPDIR" not in env and os.access("/dev/shm", os.W_OK):  # as `make test` (Makefile, TEST_TMPDIR)
+            env["TMPDIR"] = "/dev/shm"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "scripts"), env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "--dist", "loadgroup", "-q", "-p", "bench_suite"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
