@@ -161,8 +161,12 @@ def test_atomic_replace_leaves_no_partial_and_readers_never_see_half(tmp_path):
 
     thread = threading.Thread(target=reader)
     thread.start()
-    for text in big:
-        store.write_text("r/run.json", text)
+    # Replace the file until the reader has read it many times (on tmpfs, where fsync costs nothing,
+    # 40 writes can be over before the reader's first turn); bounded in writes.
+    writes = 0
+    while (len(seen) < 50 or writes < len(big)) and writes < 20_000:
+        store.write_text("r/run.json", big[writes % len(big)])
+        writes += 1
     stop.set()
     thread.join()
     assert seen and all(json.loads(text)["pad"] for text in seen)  # every read a whole file
