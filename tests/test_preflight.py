@@ -66,6 +66,7 @@ def moto_url():
 @pytest.fixture
 def moto(moto_url, monkeypatch):
     """A fresh moto state; boto3 pointed at it by AWS_ENDPOINT_URL only (no endpoint_url anywhere)."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
     for name in [k for k in os.environ if k.startswith("AWS_ENDPOINT_URL") or k in ("AWS_PROFILE", "AWS_REGION")]:
         monkeypatch.delenv(name)
@@ -77,7 +78,8 @@ def moto(moto_url, monkeypatch):
 
 
 def client(service: str, region: str = REGION):
-    return boto3.client(service, region_name=region)
+    """A client for setting up state in moto (one per service and region, see `cached_client`)."""
+    return cached_client(shared_session(), service, region_name=region)
 
 
 def bootstrap(version: str = "29", qualifier: str = "hnb659fds", stack: str = "CDKToolkit") -> None:
@@ -219,8 +221,8 @@ class Split:
 
 
 # One boto3 session for every test: its loader keeps the service models, which a fresh session
-# reads again (most of a test's time otherwise). Endpoints still come from the environment when
-# each client is made; the credentials are the same "testing" pair in every test.
+# reads again (most of a test's time otherwise). The credentials are the same "testing" pair in
+# every test.
 _SHARED: list[boto3.Session] = []
 
 
@@ -228,6 +230,36 @@ def shared_session() -> boto3.Session:
     if not _SHARED:
         _SHARED.append(boto3.Session())
     return _SHARED[0]
+
+
+# Clients are made once per service, region, config and endpoint setting, and reused by every test:
+# making one costs 3-15 ms even with the models loaded (botocore builds a class with a method per
+# operation, EC2's ~700), and a run makes 8. The endpoint comes from the environment when a client
+# is made (botocore's endpoint configuration), so the environment's endpoint settings are part of
+# the key: a test that points a service elsewhere gets a client of its own.
+_CLIENTS: dict[tuple, object] = {}
+
+
+def cached_client(session: boto3.Session, service: str, *, region_name: str, config=None, stubbed: bool = False):
+    variable = "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")
+    key = (service, region_name, config, os.environ.get("AWS_ENDPOINT_URL"), os.environ.get(variable), stubbed)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = session.client(service, region_name=region_name, config=config)
+    return _CLIENTS[key]
+
+
+# The Stubber on each reused client: botocore registers a Stubber's handlers under fixed unique ids
+# (botocore/stub.py, Stubber.activate), and registering an id again is a no-op, so the previous
+# test's Stubber is deactivated before a new one is activated on the same client.
+_STUBBERS: dict[int, Stubber] = {}
+
+
+def fresh_stubber(stubbed) -> Stubber:
+    previous = _STUBBERS.pop(id(stubbed), None)
+    if previous is not None:
+        previous.deactivate()
+    stub = _STUBBERS[id(stubbed)] = Stubber(stubbed)
+    return stub
 
 
 class Session:
@@ -247,15 +279,15 @@ class Session:
         ):
             if plan is None:
                 continue
-            stubbed = self.real.client(service, region_name=REGION)
-            stub = Stubber(stubbed)
+            stubbed = cached_client(self.real, service, region_name=REGION, config=account.CLIENT_CONFIG, stubbed=True)
+            stub = fresh_stubber(stubbed)
             plan(stub)
             stub.activate()
             self.stubs.append(stub)
             self.clients[service] = stubbed if operations is None else (stubbed, operations)
 
-    def client(self, service, **kwargs):
-        real = self.real.client(service, **kwargs)
+    def client(self, service, *, region_name, config=None):
+        real = cached_client(self.real, service, region_name=region_name, config=config)
         found = self.clients.get(service)
         if found is None:
             return real
@@ -443,10 +475,13 @@ def test_on_demand_vcpu_quotas(moto, trn, standard, trn_status, standard_status)
         assert "--quota-code L-1216C47A --desired-value 12" in check.fix  # 3 (max_size) x 4 vCPUs
 
 
-def test_running_instances_use_up_the_quota(moto):
+def test_running_instances_use_up_the_quota(moto, monkeypatch):
     """Three m7i.4xlarge (16 vCPUs each, moto's instance data) run for real in moto: 48 of the 52
     Standard vCPUs are taken, 4 are left for the system nodes' 8. A spot instance does not count."""
     ready_account()
+    # moto's Amazon images, which the `moto` fixture leaves out, loaded for this test only: the
+    # region's EC2 backend is made on its first call after the reset, with the setting of that moment.
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "true")
     ec2 = client("ec2")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     ec2.run_instances(ImageId=image, InstanceType="m7i.4xlarge", MinCount=3, MaxCount=3)
