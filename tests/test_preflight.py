@@ -35,6 +35,11 @@ from specbench.aws_retry import Retrier
 from specbench.preflight import account, checks, target
 from specbench.preflight.checks import FAILED, PASSED, WARNING
 
+# One worker runs this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
+# one of these tests starts its own moto server and pays its first calls (moto importing its
+# CloudFormation, EC2 and SSM backends, botocore loading the service models: about 2.5 s of CPU).
+pytestmark = pytest.mark.xdist_group("preflight")
+
 REGION = "us-east-2"
 MOTO_ACCOUNT = "123456789012"  # moto's default account
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -344,13 +349,15 @@ def test_boto3_takes_the_endpoint_from_the_environment(monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1111")
     monkeypatch.setenv("AWS_ENDPOINT_URL_EKS", "http://127.0.0.1:2222")
     monkeypatch.setenv("AWS_ENDPOINT_URL_SERVICE_QUOTAS", "http://127.0.0.1:3333")
-    reader = account.Reader(boto3.Session(aws_access_key_id="x", aws_secret_access_key="x"), REGION)
+    # The tests' shared session (its models already loaded): the settings are read when each
+    # client is made, not when the session is.
+    reader = account.Reader(shared_session(), REGION)
     assert reader.client("ec2").meta.endpoint_url == "http://127.0.0.1:1111"
     assert reader.client("eks").meta.endpoint_url == "http://127.0.0.1:2222"
     assert reader.client("service-quotas").meta.endpoint_url == "http://127.0.0.1:3333"
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     monkeypatch.delenv("AWS_ENDPOINT_URL_EKS")
-    assert account.Reader(boto3.Session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
+    assert account.Reader(shared_session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
 
 
 def test_the_retries_follow_the_sdks_max_attempts_setting(monkeypatch, tmp_path):
@@ -729,6 +736,7 @@ def test_region_warns_when_the_cli_points_elsewhere():
     assert checks.region_check("us-east-1", False, "").status == WARNING
 
 
+@pytest.mark.xdist_group("preflight-synthesized")  # not in the file's group: it waits for the synthesis
 def test_the_bootstrap_requirement_of_the_synthesized_app(cli_assembly):
     """cdk.out's manifest (the shared `cdk synth` of the defaults): version 6 for the stacks and
     assets, 8 for the lookup role, qualifier hnb659fds, the DefaultStackSynthesizer's numbers."""
