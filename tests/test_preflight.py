@@ -70,7 +70,12 @@ def moto_url():
 
 @pytest.fixture
 def moto(moto_url, monkeypatch):
-    """A fresh moto state; boto3 pointed at it by AWS_ENDPOINT_URL only (no endpoint_url anywhere)."""
+    """A fresh moto state; boto3 pointed at it by AWS_ENDPOINT_URL only (no endpoint_url anywhere).
+
+    Without moto's default AMIs (MOTO_EC2_LOAD_DEFAULT_AMIS, moto/settings.py; read when a region's
+    EC2 backend is made): the reset remakes every region backend it has, and each loaded ~1,300
+    images with a volume and a snapshot apiece, 0.2 s per region per reset and again on the first
+    EC2 call after it. No check reads images; the one test that runs instances turns them back on."""
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
     for name in [k for k in os.environ if k.startswith("AWS_ENDPOINT_URL") or k in ("AWS_PROFILE", "AWS_REGION")]:
