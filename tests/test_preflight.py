@@ -35,9 +35,12 @@ from specbench.aws_retry import Retrier
 from specbench.preflight import account, checks, target
 from specbench.preflight.checks import FAILED, PASSED, WARNING
 
-# One worker runs this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
+# One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
 # one of these tests starts its own moto server and pays its first calls (moto importing its
 # CloudFormation, EC2 and SSM backends, botocore loading the service models: about 2.5 s of CPU).
+# Inert with pytest 9.2 and pytest-xdist 3.8, as every xdist_group here: xdist marks the group on
+# `item._nodeid`, which pytest 9.2's node ids no longer read (pytest-dev/pytest-xdist#1386, fix
+# proposed in #1388), so the tests are spread as if unmarked until that lands.
 pytestmark = pytest.mark.xdist_group("preflight")
 
 REGION = "us-east-2"
