@@ -35,6 +35,14 @@ from specbench.aws_retry import Retrier
 from specbench.preflight import account, checks, target
 from specbench.preflight.checks import FAILED, PASSED, WARNING
 
+# One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
+# one of these tests starts its own moto server and pays its first calls (moto importing its
+# CloudFormation, EC2 and SSM backends, botocore loading the service models: about 2.5 s of CPU).
+# Inert with pytest 9.2 and pytest-xdist 3.8, as every xdist_group here: xdist marks the group on
+# `item._nodeid`, which pytest 9.2's node ids no longer read (pytest-dev/pytest-xdist#1386, fix
+# proposed in #1388), so the tests are spread as if unmarked until that lands.
+pytestmark = pytest.mark.xdist_group("preflight")
+
 REGION = "us-east-2"
 MOTO_ACCOUNT = "123456789012"  # moto's default account
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -65,7 +73,13 @@ def moto_url():
 
 @pytest.fixture
 def moto(moto_url, monkeypatch):
-    """A fresh moto state; boto3 pointed at it by AWS_ENDPOINT_URL only (no endpoint_url anywhere)."""
+    """A fresh moto state; boto3 pointed at it by AWS_ENDPOINT_URL only (no endpoint_url anywhere).
+
+    Without moto's default AMIs (MOTO_EC2_LOAD_DEFAULT_AMIS, moto/settings.py; read when a region's
+    EC2 backend is made): the reset remakes every region backend it has, and each loaded ~1,300
+    images with a volume and a snapshot apiece, 0.2 s per region per reset and again on the first
+    EC2 call after it. No check reads images; the one test that runs instances turns them back on."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
     for name in [k for k in os.environ if k.startswith("AWS_ENDPOINT_URL") or k in ("AWS_PROFILE", "AWS_REGION")]:
         monkeypatch.delenv(name)
@@ -77,7 +91,8 @@ def moto(moto_url, monkeypatch):
 
 
 def client(service: str, region: str = REGION):
-    return boto3.client(service, region_name=region)
+    """A client for setting up state in moto (one per service and region, see `cached_client`)."""
+    return cached_client(shared_session(), service, region_name=region)
 
 
 def bootstrap(version: str = "29", qualifier: str = "hnb659fds", stack: str = "CDKToolkit") -> None:
@@ -219,8 +234,8 @@ class Split:
 
 
 # One boto3 session for every test: its loader keeps the service models, which a fresh session
-# reads again (most of a test's time otherwise). Endpoints still come from the environment when
-# each client is made; the credentials are the same "testing" pair in every test.
+# reads again (most of a test's time otherwise). The credentials are the same "testing" pair in
+# every test.
 _SHARED: list[boto3.Session] = []
 
 
@@ -228,6 +243,36 @@ def shared_session() -> boto3.Session:
     if not _SHARED:
         _SHARED.append(boto3.Session())
     return _SHARED[0]
+
+
+# Clients are made once per service, region, config and endpoint setting, and reused by every test:
+# making one costs 3-15 ms even with the models loaded (botocore builds a class with a method per
+# operation, EC2's ~700), and a run makes 8. The endpoint comes from the environment when a client
+# is made (botocore's endpoint configuration), so the environment's endpoint settings are part of
+# the key: a test that points a service elsewhere gets a client of its own.
+_CLIENTS: dict[tuple, object] = {}
+
+
+def cached_client(session: boto3.Session, service: str, *, region_name: str, config=None, stubbed: bool = False):
+    variable = "AWS_ENDPOINT_URL_" + service.upper().replace("-", "_")
+    key = (service, region_name, config, os.environ.get("AWS_ENDPOINT_URL"), os.environ.get(variable), stubbed)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = session.client(service, region_name=region_name, config=config)
+    return _CLIENTS[key]
+
+
+# The Stubber on each reused client: botocore registers a Stubber's handlers under fixed unique ids
+# (botocore/stub.py, Stubber.activate), and registering an id again is a no-op, so the previous
+# test's Stubber is deactivated before a new one is activated on the same client.
+_STUBBERS: dict[int, Stubber] = {}
+
+
+def fresh_stubber(stubbed) -> Stubber:
+    previous = _STUBBERS.pop(id(stubbed), None)
+    if previous is not None:
+        previous.deactivate()
+    stub = _STUBBERS[id(stubbed)] = Stubber(stubbed)
+    return stub
 
 
 class Session:
@@ -247,15 +292,15 @@ class Session:
         ):
             if plan is None:
                 continue
-            stubbed = self.real.client(service, region_name=REGION)
-            stub = Stubber(stubbed)
+            stubbed = cached_client(self.real, service, region_name=REGION, config=account.CLIENT_CONFIG, stubbed=True)
+            stub = fresh_stubber(stubbed)
             plan(stub)
             stub.activate()
             self.stubs.append(stub)
             self.clients[service] = stubbed if operations is None else (stubbed, operations)
 
-    def client(self, service, **kwargs):
-        real = self.real.client(service, **kwargs)
+    def client(self, service, *, region_name, config=None):
+        real = cached_client(self.real, service, region_name=region_name, config=config)
         found = self.clients.get(service)
         if found is None:
             return real
@@ -312,13 +357,48 @@ def test_boto3_takes_the_endpoint_from_the_environment(monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1111")
     monkeypatch.setenv("AWS_ENDPOINT_URL_EKS", "http://127.0.0.1:2222")
     monkeypatch.setenv("AWS_ENDPOINT_URL_SERVICE_QUOTAS", "http://127.0.0.1:3333")
-    reader = account.Reader(boto3.Session(aws_access_key_id="x", aws_secret_access_key="x"), REGION)
+    # The tests' shared session (its models already loaded): the settings are read when each
+    # client is made, not when the session is.
+    reader = account.Reader(shared_session(), REGION)
     assert reader.client("ec2").meta.endpoint_url == "http://127.0.0.1:1111"
     assert reader.client("eks").meta.endpoint_url == "http://127.0.0.1:2222"
     assert reader.client("service-quotas").meta.endpoint_url == "http://127.0.0.1:3333"
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     monkeypatch.delenv("AWS_ENDPOINT_URL_EKS")
-    assert account.Reader(boto3.Session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
+    assert account.Reader(shared_session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
+
+
+def test_the_retries_follow_the_sdks_max_attempts_setting(monkeypatch, tmp_path):
+    """AWS_MAX_ATTEMPTS over the profile's max_attempts over 4 (botocore's own retries are off, so
+    the setting would otherwise be ignored); a bad value is one line naming the setting."""
+    assert account.max_attempts_setting(None, None) == account.DEFAULT_MAX_ATTEMPTS == 4
+    assert account.max_attempts_setting("2", None) == 2 and account.max_attempts_setting(" 2 ", "7") == 2
+    assert account.max_attempts_setting(None, "3") == 3 and account.max_attempts_setting("", "3") == 3
+    for environment, profile in (("0", None), ("abc", "3"), ("2.5", None)):
+        with pytest.raises(account.InvalidRetrySetting, match="^AWS_MAX_ATTEMPTS: expected a whole number greater than 0"):
+            account.max_attempts_setting(environment, profile)
+    with pytest.raises(account.InvalidRetrySetting, match=r"^max_attempts \(shared config file\): .* got '-1'$"):
+        account.max_attempts_setting(None, "-1")
+
+    config_file = tmp_path / "config"
+    config_file.write_text("[default]\nmax_attempts = 3\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config_file))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
+    assert account.Reader(boto3.Session(), REGION).retrier.max_attempts == 3
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    assert account.Reader(boto3.Session(), REGION).retrier.max_attempts == 2
+    config_file.write_text("[default]\n")
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS")
+    assert account.Reader(boto3.Session(), REGION).retrier.max_attempts == 4
+    # What the command prints when the setting is bad: caller_identity raises one of OTHER_ERRORS.
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "many")
+    with pytest.raises(account.OTHER_ERRORS) as raised:
+        account.caller_identity(boto3.Session(aws_access_key_id="x", aws_secret_access_key="x"), REGION)
+    assert account.describe(raised.value) == (
+        "InvalidRetrySetting",
+        "AWS_MAX_ATTEMPTS: expected a whole number greater than 0, got 'many'",
+    )
 
 
 # --- the whole account, on moto + Stubber -----------------------------------------------------------
@@ -443,12 +523,17 @@ def test_on_demand_vcpu_quotas(moto, trn, standard, trn_status, standard_status)
         assert "--quota-code L-1216C47A --desired-value 12" in check.fix  # 3 (max_size) x 4 vCPUs
 
 
-def test_running_instances_use_up_the_quota(moto):
+def test_running_instances_use_up_the_quota(moto, monkeypatch):
     """Three m7i.4xlarge (16 vCPUs each, moto's instance data) run for real in moto: 48 of the 52
     Standard vCPUs are taken, 4 are left for the system nodes' 8. A spot instance does not count."""
     ready_account()
+    # moto's Amazon images, which the `moto` fixture leaves out, loaded for this test only: the
+    # region's EC2 backend is made on its first call after the reset, with the setting of that moment.
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "true")
     ec2 = client("ec2")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    # An x86_64 Amazon Linux 2023 image (a filter: all of moto's images make a 0.8 s response).
+    al2023 = [{"Name": "name", "Values": ["al2023-ami-2023.*-x86_64"]}, {"Name": "architecture", "Values": ["x86_64"]}]
+    image = ec2.describe_images(Owners=["amazon"], Filters=al2023)["Images"][0]["ImageId"]
     ec2.run_instances(ImageId=image, InstanceType="m7i.4xlarge", MinCount=3, MaxCount=3)
     name = "quota Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances (L-1216C47A)"
     check = run(default_target(), Session(eks=eks_plan(), service_quotas=quota_plan(standard=52.0)))[name]
@@ -659,6 +744,7 @@ def test_region_warns_when_the_cli_points_elsewhere():
     assert checks.region_check("us-east-1", False, "").status == WARNING
 
 
+@pytest.mark.xdist_group("preflight-synthesized")  # not in the file's group: it waits for the synthesis
 def test_the_bootstrap_requirement_of_the_synthesized_app(cli_assembly):
     """cdk.out's manifest (the shared `cdk synth` of the defaults): version 6 for the stacks and
     assets, 8 for the lookup role, qualifier hnb659fds, the DefaultStackSynthesizer's numbers."""
@@ -762,6 +848,10 @@ def preflight(moto_url: str, fake_url: str, *args: str, cdk_out=None) -> subproc
         AWS_SECRET_ACCESS_KEY="testing",
         AWS_REGION=REGION,
         AWS_EC2_METADATA_DISABLED="true",
+        # Two attempts per call, not the default four: moto's 500 for Service Quotas (the
+        # "unserved" run) is still retried once, after one backoff of 0.25-0.5 s instead of three
+        # (1.75-3.5 s together).
+        AWS_MAX_ATTEMPTS="2",
     )
     command = [sys.executable, "-m", "specbench", "preflight", "--cdk-out", str(cdk_out or ROOT / "no-cdk-out"), *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

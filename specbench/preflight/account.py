@@ -11,6 +11,7 @@ point it at a moto server on 127.0.0.1.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -38,6 +39,43 @@ _NO_STACK = "does not exist"
 OTHER_ERRORS = (BotoCoreError, ResponseParserError)
 _NO_RESERVATION = ("InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed")
 
+# Attempts per call when the SDKs' retry setting is not given. That setting (AWS SDKs and Tools
+# Reference Guide, "Retry behavior": `max_attempts` in the shared config file's profile,
+# AWS_MAX_ATTEMPTS in the environment over it; "the maximum number attempts to make on a request",
+# valid values a number greater than 0) would otherwise be ignored: CLIENT_CONFIG's
+# total_max_attempts wins over it in botocore (botocore/args.py, _compute_retry_max_attempts).
+DEFAULT_MAX_ATTEMPTS = 4
+
+
+class InvalidRetrySetting(BotoCoreError):
+    """A max_attempts setting that is not a whole number greater than 0 (a BotoCoreError, so the
+    command reports it in one line as it does a missing profile)."""
+
+    fmt = "{setting}: expected a whole number greater than 0, got {value!r}"
+
+
+def max_attempts_setting(environment: str | None, profile: object) -> int:
+    """The attempts per call: AWS_MAX_ATTEMPTS, else the profile's max_attempts, else the default;
+    an empty value counts as unset."""
+    for setting, value in (("AWS_MAX_ATTEMPTS", environment), ("max_attempts (shared config file)", profile)):
+        text = "" if value is None else str(value).strip()
+        if not text:
+            continue
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+            raise InvalidRetrySetting(setting=setting, value=value)
+        return int(text)
+    return DEFAULT_MAX_ATTEMPTS
+
+
+def default_retrier(session: Any) -> Retrier:
+    """The Retrier of a run that was given none, with the user's max_attempts setting. The profile's
+    value is read from the botocore session that a boto3 Session wraps (boto3/session.py keeps it as
+    ``_session``; botocore's Session.get_scoped_config is the profile's section of the config file)."""
+    scoped = getattr(getattr(session, "_session", None), "get_scoped_config", None)
+    profile = scoped().get("max_attempts") if scoped else None
+    attempts = max_attempts_setting(os.environ.get("AWS_MAX_ATTEMPTS"), profile)
+    return Retrier(max_attempts=attempts, base_delay_s=0.5, max_delay_s=5.0)
+
 
 class Reader:
     """One session's clients and a retrier; ``call`` returns the response or raises ClientError /
@@ -45,7 +83,7 @@ class Reader:
 
     def __init__(self, session: Any, region: str, retrier: Retrier | None = None) -> None:
         self.session, self.region = session, region
-        self.retrier = retrier or Retrier(max_attempts=4, base_delay_s=0.5, max_delay_s=5.0)
+        self.retrier = retrier or default_retrier(session)
         self._clients: dict[str, Any] = {}
 
     def client(self, service: str) -> Any:
