@@ -23,7 +23,7 @@ Two server modes (``--server``):
 
 The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
 all (half per endpoint), and the lag distribution of first, middle and last content chunks is
-printed (p50 / p90 / max). Target: p90 within 2 ms for every kind of chunk at 64 streams, in both
+printed (p50 / p90 / max), and of all content chunks together. Target: p90 within 2 ms for every kind of chunk at 64 streams, in both
 modes.
 """
 
@@ -190,8 +190,8 @@ async def drive(endpoints: list[Endpoint], streams: int, waves: int, engine_type
 
 
 def lags(records: list, writes: dict[str, list[float]]) -> tuple[dict[str, list[float]], int]:
-    """Lag in ms of every content chunk, by position (first, middle, last); and the errors."""
-    found: dict[str, list[float]] = {"first": [], "middle": [], "last": []}
+    """Lag in ms of every content chunk, by position (first, middle, last) and all together; and the errors."""
+    found: dict[str, list[float]] = {"first": [], "middle": [], "last": [], "all": []}
     errors = 0
     for record in records:
         if not record.ok:
@@ -204,7 +204,9 @@ def lags(records: list, writes: dict[str, list[float]]) -> tuple[dict[str, list[
         last = len(server) - 1
         for index, (offset, written) in enumerate(zip(record.chunk_times_s, server, strict=True)):
             position = "first" if index == 0 else "last" if index == last else "middle"
-            found[position].append((record.sent_monotonic_s + offset - written) * 1000)
+            lag = (record.sent_monotonic_s + offset - written) * 1000
+            found[position].append(lag)
+            found["all"].append(lag)
     return found, errors
 
 
@@ -226,10 +228,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+KINDS = ("first", "middle", "last", "all")  # content chunks by position in their request, then all of them
+
+
 def measure(
     ports: list[int], streams: int, waves: int, engine_type: type = NativeEngine, loop: str = "default"
-) -> tuple[dict[str, tuple[float, float, float]], int, int, float]:
-    """Lag figures by chunk position, errors, connections used, client CPU microseconds per chunk."""
+) -> tuple[dict[str, tuple[float, float, float]], int, int, float, str]:
+    """Lag figures by chunk position, errors, connections used, client CPU microseconds per chunk,
+    and the load average (1 minute) when the run ended."""
     endpoints = [Endpoint(name, f"http://127.0.0.1:{port}") for name, port in zip(("base", "spec"), ports, strict=True)]
     cpu = time.process_time()
     records = run_on(loop, drive(endpoints, streams, waves, engine_type))
@@ -242,7 +248,7 @@ def measure(
         connections += logged["connections"]
     found, errors = lags(records, writes)
     figures = {k: (percentile(v, 0.5), percentile(v, 0.9), max(v)) for k, v in found.items() if v}
-    return figures, errors, connections, cpu / max(1, sum(r.chunks for r in records)) * 1e6
+    return figures, errors, connections, cpu / max(1, sum(r.chunks for r in records)) * 1e6, _loadavg().split()[0]
 
 
 def main() -> None:
@@ -277,11 +283,7 @@ def bench_mode(mode: str, args: argparse.Namespace, engines: dict) -> None:
     try:
         lengths = f"{IN_STEP_CHUNKS} chunks a request, in step" if mode == "in-step" else f"{MIN_CHUNKS}-{MAX_CHUNKS} chunks a request"
         print(f"{mode} server: client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {lengths}; load {_loadavg()})")
-        print(
-            f"{'streams':>7} {'run':>6} "
-            + " ".join(f"{k + ' p50/p90/max':>24}" for k in ("first", "middle", "last"))
-            + "  errors connections cpu/chunk"
-        )
+        print(f"{'streams':>7} {'run':>6} " + " ".join(f"{k + ' p50/p90/max':>24}" for k in KINDS) + "  errors connections cpu/chunk load")
         for streams in args.streams:
             runs: dict[tuple[str, str], list] = {key: [] for key in engines}
             for _ in range(args.repeats):
@@ -297,14 +299,12 @@ def bench_mode(mode: str, args: argparse.Namespace, engines: dict) -> None:
 
 
 def _print_runs(streams: int, runs: list) -> None:
-    for number, (figures, errors, connections, cpu) in enumerate(runs, 1):
-        cells = " ".join(_cell(figures.get(k)) for k in ("first", "middle", "last"))
-        print(f"{streams:>7} {number:>6} {cells}  {errors:>6} {connections:>10} {cpu:>7.0f}us")
-    median = {
-        k: tuple(statistics.median(run[0][k][i] for run in runs if k in run[0]) for i in range(3)) for k in ("first", "middle", "last")
-    }
+    for number, (figures, errors, connections, cpu, load) in enumerate(runs, 1):
+        cells = " ".join(_cell(figures.get(k)) for k in KINDS)
+        print(f"{streams:>7} {number:>6} {cells}  {errors:>6} {connections:>10} {cpu:>7.0f}us {load:>5}")
+    median = {k: tuple(statistics.median(run[0][k][i] for run in runs if k in run[0]) for i in range(3)) for k in KINDS}
     cpu = statistics.median(run[3] for run in runs)
-    print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in ("first", "middle", "last")) + f"{cpu:>27.0f}us")
+    print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in KINDS) + f"{cpu:>27.0f}us")
 
 
 def _loadavg() -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import gc
 import hashlib
 import itertools
@@ -31,12 +32,13 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from specbench import jsonfile
 from specbench.load.endpoints import count_tokens_async
@@ -293,6 +295,89 @@ def ends_stream(previous: bytes, data: bytes) -> bool:
     """Whether ``data`` (after ``previous``, the last read) completes a ``data: [DONE]`` line's start."""
     window = previous[-_TAIL:] + data
     return _DONE_MARKS[0] in window or _DONE_MARKS[1] in window
+
+
+class StampingHandler(ResponseHandler):
+    """aiohttp's client connection protocol, which also stamps each network read when it arrives.
+
+    A chunk's time is when the event loop hands its bytes to the protocol, before any task runs:
+    the stream's task may get to them later (other streams ending, requests launched, a parse
+    holding the GIL), and that wait is the client's, not the server's. aiohttp 3.14.5
+    (aiohttp/client_proto.py, ResponseHandler.data_received) feeds each read to the response parser,
+    which passes the body's bytes to the response's StreamReader (streams.py, StreamReader.feed_data:
+    ``self.total_bytes += data_len``) within the same call, and sets ``self._payload`` to the
+    StreamReader of the response whose headers it parsed. So after each read, ``(arrival,
+    payload.total_bytes)`` says which of the body's bytes had arrived by then; the stream's task
+    maps its reads onto these (``arrival_pieces``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, engine: NativeEngine) -> None:
+        super().__init__(loop)
+        self._engine = engine
+        self._stamped: object = None  # the payload the arrivals belong to (one response at a time)
+        self.arrivals: list[tuple[float, int]] = []  # (perf_counter, body bytes received by then)
+
+    def data_received(self, data: bytes) -> None:
+        at = time.perf_counter()
+        super().data_received(data)
+        self._engine._reads += 1  # the engine's count of reads, watched by _reads_settled
+        payload = self._payload
+        if payload is None:
+            return
+        if payload is not self._stamped:  # a new response on this (pooled) connection: its own list
+            self._stamped, self.arrivals = payload, []
+        total = payload.total_bytes
+        if total > (self.arrivals[-1][1] if self.arrivals else 0):
+            self.arrivals.append((at, total))
+
+    def arrivals_of(self, payload: object) -> list[tuple[float, int]] | None:
+        """The arrival list of ``payload`` (the live list: reads arriving later join it), or None when
+        this connection has moved on to another response."""
+        return self.arrivals if payload is self._stamped else None
+
+
+def stamping_connector(engine: NativeEngine) -> aiohttp.TCPConnector:
+    """A keep-alive connector (no limit) whose connections stamp their reads (StampingHandler).
+    aiohttp's connectors build each connection's protocol with ``self._factory`` (aiohttp 3.14.5
+    connector.py, BaseConnector.__init__: ``functools.partial(ResponseHandler, loop=loop)``, passed
+    to ``loop.create_connection`` by TCPConnector._create_direct_connection)."""
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    # Private attributes: aiohttp has no public hook for a connection's protocol.
+    connector._factory = functools.partial(StampingHandler, loop=connector._loop, engine=engine)
+    return connector
+
+
+def arrivals_for(response: aiohttp.ClientResponse) -> list[tuple[float, int]] | None:
+    """The arrival stamps of ``response``'s body, None when its connection does not stamp. The body's
+    StreamReader keeps the protocol it was made for (aiohttp 3.14.5 _http_parser.pyx, on headers
+    complete: ``StreamReader(self.protocol, ...)``; streams.py: ``self._protocol = protocol``), which
+    still holds after the connection went back to the pool at the body's end."""
+    payload = response.content
+    protocol = getattr(payload, "_protocol", None)
+    return protocol.arrivals_of(payload) if isinstance(protocol, StampingHandler) else None
+
+
+def arrival_pieces(
+    data: bytes, offset: int, arrivals: Sequence[tuple[float, int]], first: int, now: float
+) -> tuple[list[tuple[float, bytes]], int]:
+    """``data``, the body's bytes from ``offset`` on as the stream's task read them, cut where one
+    network read's bytes end, each piece with its read's arrival; ``arrivals`` is a connection's
+    (arrival, body bytes received by then) list, ``first`` the index of the first arrival not wholly
+    read before. Bytes no arrival covers (a connection that does not stamp) get ``now``. Returns
+    the pieces and the new ``first`` (pure)."""
+    end, position, pieces = offset + len(data), offset, []
+    count = len(arrivals)
+    while first < count and arrivals[first][1] <= position:
+        first += 1
+    while position < end:
+        if first < count:
+            at, stop = arrivals[first][0], min(end, arrivals[first][1])
+        else:
+            at, stop = now, end
+        pieces.append((at, data[position - offset : stop - offset]))
+        position = stop
+        if first < count and arrivals[first][1] <= position:
+            first += 1
+    return pieces, first
 
 
 @dataclass
@@ -585,7 +670,7 @@ class NativeEngine:
         breaker = self.breaker(endpoint, load)
         started: list[RawStream] = []
         handed: list[RequestRecord] = []  # records handed over as their request finished
-        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        connector = stamping_connector(self)
         try:
             async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
                 if not breaker.opened:
@@ -772,13 +857,21 @@ class NativeEngine:
                         body = await response.content.read(2000)
                     raw.error = not_an_event_stream(response.status, content_type, body.decode("utf-8", "replace"))
                 else:
-                    # The timing path: one await per network read, a timestamp, an append, a sum.
+                    # The timing path: one await per batch of network reads, each read kept with
+                    # its arrival (stamped by the connection, StampingHandler), a sum.
                     previous, size = b"", 0  # previous: the stream's last bytes (a mark may span reads of any size)
+                    arrivals, first = arrivals_for(response), 0
                     async for data in response.content.iter_any():
-                        raw.times.append(time.perf_counter() - started)
-                        raw.reads.append(data)
+                        if arrivals is None:  # a connection that does not stamp: stamped here, as it is read
+                            raw.times.append(time.perf_counter() - started)
+                            raw.reads.append(data)
+                            self._reads += 1
+                        else:
+                            pieces, first = arrival_pieces(data, size, arrivals, first, time.perf_counter())
+                            for at, piece in pieces:
+                                raw.times.append(at - started)
+                                raw.reads.append(piece)
                         size += len(data)
-                        self._reads += 1
                         if ends_stream(previous, data):
                             raw.done_seen = True
                             await self._reads_settled()  # the others' waiting reads stamped before this end
