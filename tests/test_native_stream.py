@@ -134,6 +134,11 @@ def test_reads_are_parsed_after_the_stream_with_each_event_stamped_by_the_read_t
     assert ends_stream(b"", sse(chat("data: [DONE] as text", 1))) is False  # content cannot hold a raw newline
     with pytest.raises(StreamError, match="stream ended before \\[DONE\\]"):
         parse_reads(reads[:3], [0.1, 0.2, 0.3])
+    # SSE ends a line with CRLF, CR or LF: each gives the same events at the same times.
+    for ending in (b"\r\n", b"\r", b"\r\n\n"):
+        crlf = [read.replace(b"\n", ending) for read in reads]
+        state = parse_reads(crlf, [0.1, 0.2, 0.3, 0.4])
+        assert (state.times, state.tokens, state.texts, state.end_to_end) == ([0.2, 0.3], [1, 2], [" a", " b c"], 0.4)
 
 
 def raw_stream(**changes):
