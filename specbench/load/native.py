@@ -5,8 +5,10 @@ token count from the served model's own tokenizer: tokens per chunk are exact, w
 separates per-chunk from per-token latency under speculative decoding. Only when a server sends
 no usage are chunk texts counted afterwards with the server's /tokenize (never during timing).
 
-Every stream shares one event loop, so anything the loop does between a chunk's arrival and its
-timestamp is lag. The design keeps that path to a timestamp and an append:
+Every stream shares one event loop. A read is stamped when the loop hands its bytes to the
+connection's protocol (StampingHandler.data_received), before any task runs, so the stream's task
+getting to it later (other streams ending, the next requests launched) is not lag; what the loop
+does between polls still is, so the design keeps the loop's work between polls small:
 - before the run: the request body is encoded once, every request's headers and record built;
 - while streams are open: each read is stamped and kept raw; nothing is parsed;
 - as each request finishes, its record is parsed in a worker thread (the interpreter's switch
@@ -15,7 +17,7 @@ timestamp is lag. The design keeps that path to a timestamp and an append:
   sends its next request: a killed run keeps it); only a stream without usage,
   whose tokens /tokenize must count, waits until every stream of this engine is closed (both
   endpoints of a test case share the engine).
-Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
+Measured with scripts/bench_chunk_lag.py (figures in docs/performance.md).
 """
 
 from __future__ import annotations
