@@ -22,9 +22,10 @@ Two server modes (``--server``):
   (``choices: []``) and ``data: [DONE]``, written back to back with the last content frame.
 
 The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
-all (half per endpoint), and the lag distribution of first, middle and last content chunks is
-printed (p50 / p90 / max), and of all content chunks together. Target: p90 within 2 ms for every kind of chunk at 64 streams, in both
-modes.
+all (half per endpoint), and the lag distribution of first, middle and last content chunks, and of
+all of them, is printed (p50 / p90 / max), with the machine's state: the load average and the share
+of the run the client's loop thread waited for a CPU (``wait``; a chunk arriving then waits too).
+Target: p90 within 2 ms for every kind of chunk at 64 streams, in both modes.
 """
 
 from __future__ import annotations
@@ -231,15 +232,28 @@ def percentile(values: list[float], q: float) -> float:
 KINDS = ("first", "middle", "last", "all")  # content chunks by position in their request, then all of them
 
 
+def run_delay_s() -> float | None:
+    """Seconds this thread has waited on a run queue so far (runnable, no CPU given): the second
+    field of /proc/thread-self/schedstat, in nanoseconds (Linux Documentation/scheduler/sched-stats.rst:
+    "time spent waiting on a runqueue (in nanoseconds)"); None where the kernel does not keep it."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def measure(
     ports: list[int], streams: int, waves: int, engine_type: type = NativeEngine, loop: str = "default"
 ) -> tuple[dict[str, tuple[float, float, float]], int, int, float, str]:
     """Lag figures by chunk position, errors, connections used, client CPU microseconds per chunk,
-    and the load average (1 minute) when the run ended."""
+    and the machine's state: the load average (1 minute) when the run ended and the share of the run
+    the client's event loop thread was runnable but waiting for a CPU (a chunk arriving then waits too)."""
     endpoints = [Endpoint(name, f"http://127.0.0.1:{port}") for name, port in zip(("base", "spec"), ports, strict=True)]
-    cpu = time.process_time()
+    cpu, waited, began = time.process_time(), run_delay_s(), time.perf_counter()
     records = run_on(loop, drive(endpoints, streams, waves, engine_type))
-    cpu = time.process_time() - cpu
+    cpu, elapsed = time.process_time() - cpu, time.perf_counter() - began
+    after = run_delay_s()
+    state = _loadavg().split()[0] + (f" {100 * (after - waited) / elapsed:4.0f}%" if waited is not None and after is not None else "")
     writes: dict[str, list[float]] = {}
     connections = 0
     for port in ports:
@@ -248,7 +262,7 @@ def measure(
         connections += logged["connections"]
     found, errors = lags(records, writes)
     figures = {k: (percentile(v, 0.5), percentile(v, 0.9), max(v)) for k, v in found.items() if v}
-    return figures, errors, connections, cpu / max(1, sum(r.chunks for r in records)) * 1e6, _loadavg().split()[0]
+    return figures, errors, connections, cpu / max(1, sum(r.chunks for r in records)) * 1e6, state
 
 
 def main() -> None:
@@ -283,7 +297,8 @@ def bench_mode(mode: str, args: argparse.Namespace, engines: dict) -> None:
     try:
         lengths = f"{IN_STEP_CHUNKS} chunks a request, in step" if mode == "in-step" else f"{MIN_CHUNKS}-{MAX_CHUNKS} chunks a request"
         print(f"{mode} server: client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {lengths}; load {_loadavg()})")
-        print(f"{'streams':>7} {'run':>6} " + " ".join(f"{k + ' p50/p90/max':>24}" for k in KINDS) + "  errors connections cpu/chunk load")
+        columns = " ".join(f"{k + ' p50/p90/max':>24}" for k in KINDS)
+        print(f"{'streams':>7} {'run':>6} {columns}  errors connections cpu/chunk  load wait")
         for streams in args.streams:
             runs: dict[tuple[str, str], list] = {key: [] for key in engines}
             for _ in range(args.repeats):
