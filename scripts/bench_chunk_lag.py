@@ -164,7 +164,12 @@ def get(url: str) -> bytes:
 
 
 def start_server(ports: list[int], mode: str = "mixed", niceness: int = 0) -> subprocess.Popen:
-    """The paced server in its own process, ``niceness`` above this one's (see --server-nice)."""
+    """The paced server in its own process, ``niceness`` above this one's (see --server-nice).
+
+    Why nicer: a write to a loopback socket wakes its reader with a sync wake-up (Linux
+    net/core/sock.c, sock_def_readable: ``wake_up_interruptible_sync_poll``; kernel/sched/wait.c,
+    __wake_up_sync_key: the woken thread "will not be migrated to another CPU"), so a client woken
+    by the server's first write of a burst can wait on the server's CPU until the burst ends."""
     process = subprocess.Popen([sys.executable, __file__, "serve", mode, *map(str, ports)])
     if niceness:
         os.setpriority(os.PRIO_PROCESS, process.pid, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
