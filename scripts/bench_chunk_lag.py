@@ -311,7 +311,8 @@ def main() -> None:
         default=0,
         help="run the server this much nicer than the client (default 0): a loopback write wakes the client "
         "on the writer's CPU, where a busy server holds it until its burst of writes ends; nicer, it is preempted "
-        "(a server on another machine never holds the client's CPU). Lags stay server write to client stamp",
+        "(a server on another machine never holds the client's CPU). Lags stay server write to client stamp; on a "
+        "busy machine a nicer server is also preempted between its stamp and its write, which counts as lag",
     )
     args = parser.parse_args()
     engines = {(spec, loop): engine_class(spec) for spec in args.engine for loop in args.loop}

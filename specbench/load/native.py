@@ -313,7 +313,9 @@ class StampingHandler(ResponseHandler):
     ``self.total_bytes += data_len``) within the same call, and sets ``self._payload`` to the
     StreamReader of the response whose headers it parsed. So after each read, ``(arrival,
     payload.total_bytes)`` says which of the body's bytes had arrived by then; the stream's task
-    maps its reads onto these (``arrival_pieces``)."""
+    maps its reads onto these (``arrival_pieces``). (A compressed body counts decompressed bytes,
+    and bytes aiohttp decompresses only when the task reads are stamped then; vLLM does not
+    compress its streams.)"""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, engine: NativeEngine) -> None:
         super().__init__(loop)
