@@ -1,13 +1,19 @@
-"""The native client's stream bookkeeping and the record math, without a server."""
+"""The native client's stream bookkeeping and the record math, without a server; and, against one
+loopback server, when each chunk is stamped."""
 
 import asyncio
+import functools
 import gc
 import json
 import re
+import socket
+import threading
+import time
 
 import aiohttp
 import pytest
 
+from specbench.load import native
 from specbench.load.native import (
     DONE,
     EXCERPT_BYTES,
@@ -16,6 +22,7 @@ from specbench.load.native import (
     RawStream,
     StreamError,
     StreamState,
+    arrival_pieces,
     decode_event,
     digest,
     ends_stream,
@@ -127,6 +134,11 @@ def test_reads_are_parsed_after_the_stream_with_each_event_stamped_by_the_read_t
     assert ends_stream(b"", sse(chat("data: [DONE] as text", 1))) is False  # content cannot hold a raw newline
     with pytest.raises(StreamError, match="stream ended before \\[DONE\\]"):
         parse_reads(reads[:3], [0.1, 0.2, 0.3])
+    # SSE ends a line with CRLF, CR or LF: each gives the same events at the same times.
+    for ending in (b"\r\n", b"\r", b"\r\n\n"):
+        crlf = [read.replace(b"\n", ending) for read in reads]
+        state = parse_reads(crlf, [0.1, 0.2, 0.3, 0.4])
+        assert (state.times, state.tokens, state.texts, state.end_to_end) == ([0.2, 0.3], [1, 2], [" a", " b c"], 0.4)
 
 
 def raw_stream(**changes):
@@ -268,3 +280,109 @@ def test_the_breaker_opens_at_n_consecutive_failures_and_stays_open():
     assert breaker.feed(True) is False and breaker.opened  # open for the rest of the run
     never = CircuitBreaker(0)
     assert not any(never.feed(False) for _ in range(100)) and not never.opened
+
+
+def test_arrival_pieces_cut_each_read_where_a_network_read_ended():
+    arrivals = [(1.0, 4), (2.0, 10), (3.0, 12)]  # (arrival, body bytes received by then)
+    # One read of the task that took in all three network reads: three pieces, each its own arrival.
+    assert arrival_pieces(b"aaaabbbbbbcc", 0, arrivals, 0, 9.0) == ([(1.0, b"aaaa"), (2.0, b"bbbbbb"), (3.0, b"cc")], 3)
+    # A read that starts inside a network read and stops inside the next.
+    assert arrival_pieces(b"aabbb", 2, arrivals, 0, 9.0) == ([(1.0, b"aa"), (2.0, b"bbb")], 1)
+    assert arrival_pieces(b"bbbcc", 7, arrivals, 1, 9.0) == ([(2.0, b"bbb"), (3.0, b"cc")], 3)
+    # Bytes no arrival covers (a connection that does not stamp) get the time they were read.
+    assert arrival_pieces(b"ccdd", 10, arrivals, 1, 9.0) == ([(3.0, b"cc"), (9.0, b"dd")], 3)
+    assert arrival_pieces(b"xy", 0, [], 0, 9.0) == ([(9.0, b"xy")], 0)
+    assert arrival_pieces(b"", 12, arrivals, 3, 9.0) == ([], 3)
+
+
+class TwoChunkServer(threading.Thread):
+    """A loopback HTTP/1.1 server (standard library, its own thread) answering each request on one
+    keep-alive connection with a chunked event stream in two sends: the first content chunk, then
+    (for the first request only once ``go`` is set) the second with [DONE]. ``sent`` holds each
+    request's ``time.perf_counter()`` taken just before each send (CLOCK_MONOTONIC, the client's clock)."""
+
+    def __init__(self, requests: int) -> None:
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(10)
+        self.port = self.listener.getsockname()[1]
+        self.requests = requests
+        self.go, self.second_sent = threading.Event(), threading.Event()
+        self.sent: list[list[float]] = []
+
+    @staticmethod
+    def chunk(data: bytes) -> bytes:
+        return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+    def run(self) -> None:
+        connection, _ = self.listener.accept()
+        connection.settimeout(10)
+        with connection, self.listener:
+            pending = b""
+            for number in range(self.requests):
+                while b"\r\n\r\n" not in pending:
+                    pending += connection.recv(65536)
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                while len(pending) < length:
+                    pending += connection.recv(65536)
+                pending = pending[length:]
+                times: list[float] = []
+                self.sent.append(times)
+                first = sse({"choices": [{"delta": {"role": "assistant", "content": ""}}]}, chat(" a", 1))
+                header = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                times.append(time.perf_counter())
+                connection.sendall(header + self.chunk(first))
+                if number == 0:
+                    self.go.wait(10)
+                times.append(time.perf_counter())
+                connection.sendall(self.chunk(sse(chat(" b", 2), b"[DONE]")) + b"0\r\n\r\n")
+                self.second_sent.set()
+
+
+def test_each_chunk_is_stamped_when_its_bytes_arrive_not_when_the_stream_reads_them():
+    """The first chunk's read makes the loop run something else before the stream's task gets to it
+    (as other streams' ends do): a callback queued ahead of the task, which holds the loop until the
+    server has sent the second chunk and FORCED_DELAY_S more. The first chunk must be stamped before
+    that callback began (when its bytes arrived), not after it ended (when the task read it); the
+    second, which the loop could only read after the callback, after its own send. Then a second
+    request on the same pooled connection gets stamps of its own (never the first response's)."""
+    forced_delay_s = 0.1
+    server = TwoChunkServer(requests=2)
+    server.start()
+    held: dict[str, float] = {}
+
+    def hold_the_loop() -> None:
+        held["from"] = time.perf_counter()
+        server.go.set()
+        server.second_sent.wait(10)
+        time.sleep(forced_delay_s)
+        held["until"] = time.perf_counter()
+
+    class HeldAfterTheFirstChunk(native.StampingHandler):
+        def data_received(self, data):
+            if b'" a"' in data and not held:
+                self._loop.call_soon(hold_the_loop)  # queued ahead of the stream's task this read wakes
+            super().data_received(data)
+
+    async def two_requests(engine):
+        connector = native.stamping_connector(engine)
+        connector._factory = functools.partial(HeldAfterTheFirstChunk, loop=connector._loop, engine=engine)
+        raws = [raw_stream(), raw_stream()]
+        async with aiohttp.ClientSession(connector=connector) as session:
+            for raw in raws:
+                url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+                await engine.collect(session, url, b"{}", {"Content-Type": "application/json"}, aiohttp.ClientTimeout(total=20), raw)
+        return raws
+
+    raws = asyncio.run(two_requests(NativeEngine()))
+    server.join(10)
+    records = [digest(raw)[0] for raw in raws]
+    assert [r.ok for r in records] == [True, True], [r.error_msg for r in records]
+    stamps = [[r.sent_monotonic_s + t for t in r.chunk_times_s] for r in records]
+    first, second = stamps[0]
+    assert server.sent[0][0] <= first < held["from"]  # on arrival, though read after the forced delay
+    assert held["until"] <= second and server.sent[0][1] <= second
+    assert records[0].ttft_s < held["from"] - records[0].sent_monotonic_s
+    assert len(stamps[1]) == 2 and all(sent <= at for sent, at in zip(server.sent[1], stamps[1], strict=True))
+    assert stamps[1][0] >= second  # the reused connection's stamps are the second response's own

@@ -5,8 +5,10 @@ token count from the served model's own tokenizer: tokens per chunk are exact, w
 separates per-chunk from per-token latency under speculative decoding. Only when a server sends
 no usage are chunk texts counted afterwards with the server's /tokenize (never during timing).
 
-Every stream shares one event loop, so anything the loop does between a chunk's arrival and its
-timestamp is lag. The design keeps that path to a timestamp and an append:
+Every stream shares one event loop. A read is stamped when the loop hands its bytes to the
+connection's protocol (StampingHandler.data_received), before any task runs, so the stream's task
+getting to it later (other streams ending, the next requests launched) is not lag; what the loop
+does between polls still is, so the design keeps the loop's work between polls small:
 - before the run: the request body is encoded once, every request's headers and record built;
 - while streams are open: each read is stamped and kept raw; nothing is parsed;
 - as each request finishes, its record is parsed in a worker thread (the interpreter's switch
@@ -15,7 +17,7 @@ timestamp is lag. The design keeps that path to a timestamp and an append:
   sends its next request: a killed run keeps it); only a stream without usage,
   whose tokens /tokenize must count, waits until every stream of this engine is closed (both
   endpoints of a test case share the engine).
-Measured with scripts/bench_chunk_lag.py (figures in specbench/README.md).
+Measured with scripts/bench_chunk_lag.py (figures in docs/performance.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import gc
 import hashlib
 import itertools
@@ -31,12 +34,13 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from specbench import jsonfile
 from specbench.load.endpoints import count_tokens_async
@@ -229,6 +233,9 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python's json accepts them, vLLM never sends them
 
 
+# json.loads(text, parse_constant=f) builds a JSONDecoder(parse_constant=f) per call and decodes with
+# it (CPython Lib/json/__init__.py, loads); one built once decodes the same, without the 2 us a call.
+_decode_json = json.JSONDecoder(parse_constant=_reject_constant).decode
 DONE: dict[str, Any] = {"__done__": True}  # the [DONE] line, told apart by identity (no event can forge it)
 
 
@@ -241,7 +248,7 @@ def decode_event(line: bytes) -> dict[str, Any] | None:
     if payload == b"[DONE]":
         return DONE
     try:
-        event = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
+        event = _decode_json(payload.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise _malformed(f"not UTF-8 (byte {error.start}): {excerpt(payload)}") from None
     except (ValueError, RecursionError):
@@ -293,6 +300,91 @@ def ends_stream(previous: bytes, data: bytes) -> bool:
     """Whether ``data`` (after ``previous``, the last read) completes a ``data: [DONE]`` line's start."""
     window = previous[-_TAIL:] + data
     return _DONE_MARKS[0] in window or _DONE_MARKS[1] in window
+
+
+class StampingHandler(ResponseHandler):
+    """aiohttp's client connection protocol, which also stamps each network read when it arrives.
+
+    A chunk's time is when the event loop hands its bytes to the protocol, before any task runs:
+    the stream's task may get to them later (other streams ending, requests launched, a parse
+    holding the GIL), and that wait is the client's, not the server's. aiohttp 3.14.5
+    (aiohttp/client_proto.py, ResponseHandler.data_received) feeds each read to the response parser,
+    which passes the body's bytes to the response's StreamReader (streams.py, StreamReader.feed_data:
+    ``self.total_bytes += data_len``) within the same call, and sets ``self._payload`` to the
+    StreamReader of the response whose headers it parsed. So after each read, ``(arrival,
+    payload.total_bytes)`` says which of the body's bytes had arrived by then; the stream's task
+    maps its reads onto these (``arrival_pieces``). (A compressed body counts decompressed bytes,
+    and bytes aiohttp decompresses only when the task reads are stamped then; vLLM does not
+    compress its streams.)"""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, engine: NativeEngine) -> None:
+        super().__init__(loop)
+        self._engine = engine
+        self._stamped: object = None  # the payload the arrivals belong to (one response at a time)
+        self.arrivals: list[tuple[float, int]] = []  # (perf_counter, body bytes received by then)
+
+    def data_received(self, data: bytes) -> None:
+        at = time.perf_counter()
+        super().data_received(data)
+        self._engine._reads += 1  # the engine's count of reads, watched by _reads_settled
+        payload = self._payload
+        if payload is None:
+            return
+        if payload is not self._stamped:  # a new response on this (pooled) connection: its own list
+            self._stamped, self.arrivals = payload, []
+        total = payload.total_bytes
+        if total > (self.arrivals[-1][1] if self.arrivals else 0):
+            self.arrivals.append((at, total))
+
+    def arrivals_of(self, payload: object) -> list[tuple[float, int]] | None:
+        """The arrival list of ``payload`` (the live list: reads arriving later join it), or None when
+        this connection has moved on to another response."""
+        return self.arrivals if payload is self._stamped else None
+
+
+def stamping_connector(engine: NativeEngine) -> aiohttp.TCPConnector:
+    """A keep-alive connector (no limit) whose connections stamp their reads (StampingHandler).
+    aiohttp's connectors build each connection's protocol with ``self._factory`` (aiohttp 3.14.5
+    connector.py, BaseConnector.__init__: ``functools.partial(ResponseHandler, loop=loop)``, passed
+    to ``loop.create_connection`` by TCPConnector._create_direct_connection)."""
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    # Private attributes: aiohttp has no public hook for a connection's protocol.
+    connector._factory = functools.partial(StampingHandler, loop=connector._loop, engine=engine)
+    return connector
+
+
+def arrivals_for(response: aiohttp.ClientResponse) -> list[tuple[float, int]] | None:
+    """The arrival stamps of ``response``'s body, None when its connection does not stamp. The body's
+    StreamReader keeps the protocol it was made for (aiohttp 3.14.5 _http_parser.pyx, on headers
+    complete: ``StreamReader(self.protocol, ...)``; streams.py: ``self._protocol = protocol``), which
+    still holds after the connection went back to the pool at the body's end."""
+    payload = response.content
+    protocol = getattr(payload, "_protocol", None)
+    return protocol.arrivals_of(payload) if isinstance(protocol, StampingHandler) else None
+
+
+def arrival_pieces(
+    data: bytes, offset: int, arrivals: Sequence[tuple[float, int]], first: int, now: float
+) -> tuple[list[tuple[float, bytes]], int]:
+    """``data``, the body's bytes from ``offset`` on as the stream's task read them, cut where one
+    network read's bytes end, each piece with its read's arrival; ``arrivals`` is a connection's
+    (arrival, body bytes received by then) list, ``first`` the index of the first arrival not wholly
+    read before. Bytes no arrival covers (a connection that does not stamp) get ``now``. Returns
+    the pieces and the new ``first`` (pure)."""
+    end, position, pieces = offset + len(data), offset, []
+    count = len(arrivals)
+    while first < count and arrivals[first][1] <= position:
+        first += 1
+    while position < end:
+        if first < count:
+            at, stop = arrivals[first][0], min(end, arrivals[first][1])
+        else:
+            at, stop = now, end
+        pieces.append((at, data[position - offset : stop - offset]))
+        position = stop
+        if first < count and arrivals[first][1] <= position:
+            first += 1
+    return pieces, first
 
 
 @dataclass
@@ -412,13 +504,15 @@ def parse_reads(
     state = StreamState(model=model, max_tokens=max_tokens, aliases=aliases)
     body = b"".join(reads)
     ends = list(itertools.accumulate(len(data) for data in reads))  # offset just past each read
-    lines = [(m.start(), m.end()) for m in _LINE_END.finditer(body)]
+    lines = _line_spans(body)
     if (lines[-1][1] if lines else 0) < len(body):
         lines.append((len(body), len(body)))  # the unterminated tail: only a [DONE] counts there
     end_to_end, start = None, 0
     for number, (line_end, next_start) in enumerate(lines, 1):
         line, start = body[start:line_end], next_start
         tail = line_end == len(body)
+        if not line and not tail:
+            continue  # a blank line: nothing to decode (half the lines of an event stream)
         if tail and line.strip() not in (b"data: [DONE]", b"data:[DONE]"):
             break  # cut mid-line (a reset, a truncated body): the stream has not ended properly
         at = times[-1] if tail else times[bisect.bisect_right(ends, line_end)]  # the read holding the line's end
@@ -441,6 +535,17 @@ def parse_reads(
     state.end_to_end = end_to_end
     state.finish()
     return state
+
+
+def _line_spans(body: bytes) -> list[tuple[int, int]]:
+    """Where each line of ``body`` ends and the next starts (its terminator skipped)."""
+    if b"\r" in body:
+        return [m.span() for m in _LINE_END.finditer(body)]
+    spans, find, at = [], body.find, 0  # only newlines: found without the regex, 5 times faster
+    while (end := find(b"\n", at)) != -1:
+        at = end + 1
+        spans.append((end, at))
+    return spans
 
 
 def fill_metrics(record: RequestRecord, state: StreamState, tokens: list[int], source: str) -> None:
@@ -585,7 +690,7 @@ class NativeEngine:
         breaker = self.breaker(endpoint, load)
         started: list[RawStream] = []
         handed: list[RequestRecord] = []  # records handed over as their request finished
-        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        connector = stamping_connector(self)
         try:
             async with aiohttp.ClientSession(connector=connector, trace_configs=[_send_times()]) as session:
                 if not breaker.opened:
@@ -772,13 +877,21 @@ class NativeEngine:
                         body = await response.content.read(2000)
                     raw.error = not_an_event_stream(response.status, content_type, body.decode("utf-8", "replace"))
                 else:
-                    # The timing path: one await per network read, a timestamp, an append, a sum.
+                    # The timing path: one await per batch of network reads, each read kept with
+                    # its arrival (stamped by the connection, StampingHandler), a sum.
                     previous, size = b"", 0  # previous: the stream's last bytes (a mark may span reads of any size)
+                    arrivals, first = arrivals_for(response), 0
                     async for data in response.content.iter_any():
-                        raw.times.append(time.perf_counter() - started)
-                        raw.reads.append(data)
+                        if arrivals is None:  # a connection that does not stamp: stamped here, as it is read
+                            raw.times.append(time.perf_counter() - started)
+                            raw.reads.append(data)
+                            self._reads += 1
+                        else:
+                            pieces, first = arrival_pieces(data, size, arrivals, first, time.perf_counter())
+                            for at, piece in pieces:
+                                raw.times.append(at - started)
+                                raw.reads.append(piece)
                         size += len(data)
-                        self._reads += 1
                         if ends_stream(previous, data):
                             raw.done_seen = True
                             await self._reads_settled()  # the others' waiting reads stamped before this end
