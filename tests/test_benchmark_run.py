@@ -24,7 +24,7 @@ from specbench.prompts.suite import DEFAULT_SUITE
 from specbench.results.records import INTERRUPTED, RequestRecord, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 from specbench.runner import EngineFailed, Runner, RunPlan
-from tests.runs import emulated_run_args
+from tests.runs import emulated_run_args, wait_for
 
 SCALE = 0.1  # 4.5 ms target steps: fast, still far above loopback latency
 TWO_CASES = ["--test-case", "counting", "--test-case", "shakespeare"]
@@ -494,17 +494,18 @@ def test_sigterm_stores_requests_in_flight_as_interrupted_and_counts_match_the_f
     import signal
     import subprocess
     import sys
-    import time
 
     args = run_args(*servers, tmp_path, "--run-id", "term", "--no-publish", "--output-tokens", "600")
     process = subprocess.Popen(
         [sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
     )
     try:
-        deadline = time.monotonic() + 20
-        while not (tmp_path / "term" / "run.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # readiness and prompt sizing done, the first wave (2.7 s a request) streaming
+        # The servers' own record: four requests of this run streaming (2.7 s each), none finished.
+        def streaming():
+            mine = [t for server in servers for t in server.truth if t.request_id.startswith("term-")]
+            return sum(1 for t in mine if t.chunk_offsets_s and t.e2e_s is None) >= 4
+
+        assert wait_for(streaming, 30), process.poll()
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     finally:

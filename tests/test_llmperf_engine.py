@@ -271,11 +271,13 @@ def test_requests_in_flight_when_the_run_stops_are_recorded_as_interrupted():
         engine = LlmperfEngine(StandInBackend())
         task = asyncio.ensure_future(engine.run(Endpoint("qwen-vllm", url), PREPARED, LoadSpec(MODEL, 20, 2, 8, 30.0), "r", got.append))
         try:
-            for _ in range(400):  # until requests 4 and 5 (stalled) have reached the server
+            # Until the server's record shows 4 and 5 (stalled for 5 s) streaming: with two slots
+            # they were sent only once the client had finished 0-3.
+            for _ in range(1000):
                 await asyncio.sleep(0.01)
-                if len(server.truth) >= 6:
+                truth = server.truth
+                if len(truth) >= 6 and all(t.chunk_offsets_s for t in truth[4:6]):
                     break
-            await asyncio.sleep(0.3)  # 0-3 are long done; 4 and 5 stall for 5 s
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
