@@ -82,7 +82,7 @@ def test_faults_are_counted_and_every_good_result_is_kept(tmp_path):
     profiles = default_profiles(time_scale=SCALE)
     faulty = dataclasses.replace(
         profiles["qwen-sd-vllm"],
-        stall_s=2.0,
+        stall_s=1.2,
         faults={0: "http_500", 1: "drop_mid_stream", 2: "stall", 3: "malformed_sse", 4: "empty_completion"},
     )
     with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(faulty) as speculative:
@@ -97,7 +97,7 @@ def test_faults_are_counted_and_every_good_result_is_kept(tmp_path):
                 "f",
                 "--no-publish",
                 "--request-timeout",
-                "1",
+                "0.6",
                 "--concurrency",
                 "1",
             )
