@@ -8,6 +8,8 @@ open-ended ones (a = 0.6) at k = 2. Every point is a normal ``specbench run`` st
 ``<out>/results/sweeps/<sweep id>/<point id>/`` with the ``sweep`` object in its run.json (as
 ``specbench run --sweep-point`` writes it in the cluster); the baseline runs first and last. Then
 ``specbench sweep-report`` analyses it, and the script prints the recovered optima beside the truth.
+``simulate`` measures the same points on the emulator engine's virtual clock (no sockets, exact
+timestamps, what tests/test_demo_sweep.py checks the recovery on: no machine load moves it).
 
 These emulators batch, but with fixed step times (no serving model): latencies do not grow with the
 batch, so no crossover shows here; ``make demo-load-sweep`` (scripts/demo_load_sweep.py) shows one.
@@ -131,10 +133,12 @@ def sweep(
     resamples: int = 1000,
     loads: Sequence[Load] = LOADS,
     repeat_baseline: bool = True,
+    ks: Sequence[int] = KS,
+    charts: bool = True,
 ) -> list[Recovered]:
     results = out / "results"
-    with emulators(time_scale, KS) as urls:
-        for variant, load, wave in point_plan(KS, loads, repeat_baseline):
+    with emulators(time_scale, ks) as urls:
+        for variant, load, wave in point_plan(ks, loads, repeat_baseline):
             url = urls["baseline" if variant.is_baseline else f"k{variant.k}"]
             point = run_point(results, sweep_id, url, variant, load, wave, requests, tokens)
             print(f"  {point:<24} wave {wave}", flush=True)
@@ -142,11 +146,58 @@ def sweep(
     report += ["--metric", "tpot", "--resamples", str(resamples), "--slo-tpot-ms", str(45 * time_scale * 0.8)]
     # The deployment's price and servers per node (the points here run without a settings snapshot).
     report += ["--node-price-per-hour", str(NODE_PRICE), "--servers-per-node", str(SERVERS_PER_NODE)]
+    report += [] if charts else ["--no-charts"]
     if cli.main(report) != 0:
         raise RuntimeError("specbench sweep-report failed")
     analysis = json.loads((out / "sweep-report" / "sweep-analysis.json").read_text())
     print_costs(analysis)
     return recovered(_rebuild(analysis), loads[0].label)
+
+
+def simulate(
+    time_scale: float, requests: int, tokens: int, resamples: int = 1000, loads: Sequence[Load] = LOADS, repeat_baseline: bool = True
+) -> list[Recovered]:
+    """The sweep on the emulator engine's virtual clock: the profiles ``specbench emulate`` serves
+    for each point (default_profiles with the point's k and DRAFT_COST), the same scheduling and
+    seeded plans (server.simulate_closed_loop; sweep_truth.simulate_open_loop for a rate), every
+    timestamp exact; then the sweep analysis on TPOT, as ``sweep-report --metric tpot`` runs it."""
+    from specbench.analysis import cost
+    from specbench.analysis.sweep import TPOT, Point, Slo, analyze_sweep
+    from specbench.emulator import server as em
+    from specbench.emulator.sweep_truth import simulate_open_loop
+    from specbench.prompts.suite import DEFAULT_SUITE
+    from specbench.results.records import COUNT_FROM_USAGE, RequestRecord
+
+    baseline, speculative = em.default_profiles(time_scale).values()
+    cases = {c.name: c for c in DEFAULT_SUITE.test_cases}
+    points = []
+    for variant, load, wave in point_plan(KS, loads, repeat_baseline):
+        profile = baseline if variant.is_baseline else em.with_speculation(speculative, variant.k, DRAFT_COST)
+        point_id = f"{variant.name}-{load.label}" + (f"-w{wave}" if variant.is_baseline else "")
+        records = []
+        for prompt_class, (name, _) in CLASSES.items():
+            text = cases[name].text
+            if load.kind == CONCURRENCY:
+                truth, _ = em.simulate_closed_loop(profile, [text], int(load.value), requests, tokens)
+            else:
+                truth = simulate_open_loop(profile, [text], load.value, requests, tokens, seed=wave)
+            for t in truth:
+                r = RequestRecord(point_id, variant.name, name, prompt_class, "simulation", t.ordinal, t.arrival_s, load_level=load.label)
+                r.ttft_s, r.end_to_end_latency_s, r.time_per_output_token_s = t.ttft_s, t.e2e_s, t.time_per_output_token_s
+                r.input_tokens, r.output_tokens, r.chunks = t.prompt_tokens, t.output_tokens, len(t.chunk_tokens)
+                r.chunk_tokens, r.chunk_times_s, r.token_count_source = list(t.chunk_tokens), list(t.chunk_offsets_s), COUNT_FROM_USAGE
+                records.append(r)
+        points.append(Point(point_id, variant, load, wave, tuple(records)))
+    analysis = analyze_sweep(
+        points,
+        sweep_id="demo-sweep",
+        metric=TPOT,
+        slo=Slo(tpot_ms=45 * time_scale * 0.8),
+        resamples=resamples,
+        servers_per_node=SERVERS_PER_NODE,
+        price=cost.NodePrice(NODE_PRICE, "demo"),
+    )
+    return recovered(analysis, loads[0].label)
 
 
 def print_costs(analysis: dict) -> None:

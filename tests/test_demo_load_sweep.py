@@ -7,8 +7,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -45,10 +43,11 @@ def test_the_analysis_finds_the_crossover_the_model_predicts():
     assert spec[0][1] > 1.5 and spec[-1][1] < 0.9
 
 
-@pytest.mark.timing
 def test_real_batching_servers_show_the_same_turn():
-    """The same over loopback sockets with the native client (two levels: noise-tolerant margins)."""
+    """The same over loopback sockets with the native client (two levels): speculation pays less at
+    32 in flight than at 1. Both speedups are measured in the same run, so a busy machine slows both;
+    where the crossing lies (model: 1.66x and 0.83x) is checked on the virtual clock above (issue 24)."""
     demo = demo_module()
     analysis, _ = demo.sweep(time_scale=0.3, classes=["open-ended"], levels=(1, 32), requests=6, resamples=200)
     speedups = {p.load.value: p.speedup.point for p in analysis.classes[0].load_points if p.speedup is not None}
-    assert speedups[1] > 1.2 and speedups[32] < 1.0, speedups  # model: 1.66x and 0.83x
+    assert speedups[1] > 1.0 and speedups[1] > 1.3 * speedups[32], speedups  # model: 1.66x and 0.83x

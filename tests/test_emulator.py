@@ -368,30 +368,59 @@ def test_tokenize_health_models_and_readiness():
     assert unknown.status == 404
 
 
-@pytest.mark.timing
+def _loop_lateness(server: em.EmulatorServer, step_s: float, stop: threading.Event) -> list[float]:
+    """How late the server's own event loop wakes for absolute deadlines one step apart, while it
+    serves: the same loop, thread and machine load as the engine, so the reference for the
+    engine's lateness is measured at the same moment instead of assumed (issue 24)."""
+    lateness: list[float] = []
+
+    async def probe() -> None:
+        deadline = em.CLOCK()
+        while not stop.is_set():
+            deadline += step_s
+            await em._sleep_until(deadline)
+            lateness.append(em.CLOCK() - deadline)
+
+    asyncio.run_coroutine_threadsafe(probe(), server._loop)  # type: ignore[arg-type]
+    return lateness
+
+
 def test_truth_timing_follows_the_plan_and_the_client_clock():
+    """Exact where the schedule is the emulator's logic (absolute deadlines: a late wake-up never
+    moves a later chunk), causal against the client's clock for every chunk, and no later than the
+    loop's own wake-ups measured beside it: on a busy machine every figure here stays true."""
+    stop = threading.Event()
     with em.run_in_thread(SPEC) as server:
+        probe = _loop_lateness(server, SPEC.step_s, stop)
         results = [post(server.url, chat(f"json {i}", max_tokens=20, stream_options=CHAT_USAGE)) for i in range(6)]
+        stop.set()
         truth = server.truth
         over_http = json.loads(get(server.url + "/emulator/truth")[1])
-    first_late, late, gaps, transit = [], [], [], []
+    late = []
     for result, record in zip(results, truth, strict=True):
-        assert record.planned_offsets_s[0] == pytest.approx(SPEC.prefill_s(record.prompt_tokens))
-        # Never early (deadlines are absolute); late by scheduling jitter only, ~1 ms from epoll's ms timeouts.
-        for planned, sent in zip(record.planned_offsets_s, record.chunk_offsets_s, strict=True):
-            assert sent >= planned - 0.0005
-            late.append(sent - planned)
-        first_late.append(record.ttft_s - record.planned_offsets_s[0])
-        gaps += [b - a for a, b in zip(record.chunk_offsets_s, record.chunk_offsets_s[1:], strict=False)]
-        # Same clock as the client's perf_counter: the server's stamps fall between the client's.
-        first_content = result.arrivals[result.lines.index(json.dumps(result.content_events[0], separators=(",", ":")))]
-        assert result.sent_at <= record.arrival_s <= record.arrival_s + record.ttft_s <= first_content
-        transit.append(first_content - (record.arrival_s + record.ttft_s))
-    # Medians: two shared cores can delay any single chunk; the schedule itself must not.
-    assert statistics.median(first_late) < 0.004 and max(first_late) < 0.05
-    assert statistics.median(late) < 0.004
-    assert statistics.median(gaps) == pytest.approx(SPEC.step_s, abs=0.002)
-    assert statistics.median(transit) < 0.005
+        # The plan: prefill, then one step per chunk, each deadline from the last deadline (not from
+        # the last wake-up), so however late the loop woke the planned offsets are exact.
+        planned = record.planned_offsets_s
+        assert planned[0] == pytest.approx(SPEC.prefill_s(record.prompt_tokens), abs=1e-9)
+        assert [b - a for a, b in zip(planned, planned[1:], strict=False)] == pytest.approx([SPEC.step_s] * (len(planned) - 1), abs=1e-9)
+        # Never early (deadlines are absolute); late by the loop's wake-up only (below).
+        for planned_s, sent in zip(planned, record.chunk_offsets_s, strict=True):
+            assert sent >= planned_s - 0.0005
+            late.append(sent - planned_s)
+        # Same clock as the client's perf_counter: every chunk is stamped as it goes to the socket,
+        # after the request arrived and before the client read it.
+        content = [json.dumps(e, separators=(",", ":")) for e in result.content_events]
+        arrivals = [result.arrivals[result.lines.index(line)] for line in content]
+        handed = [record.arrival_s + offset for offset in record.chunk_offsets_s]
+        assert len(arrivals) == len(handed) == len(record.chunk_tokens)
+        assert result.sent_at <= record.arrival_s <= handed[0]
+        assert all(h <= a for h, a in zip(handed, arrivals, strict=True)), (handed, arrivals)
+        assert handed == sorted(handed) and arrivals == sorted(arrivals)
+    # The emulator's own delay beyond the loop's: a chunk goes out in the loop iteration its step
+    # ends in, so the medians differ by far less than a step (a chunk held for the next step would
+    # add a whole one). Both medians come from the same loop at the same time.
+    assert len(probe) >= 20
+    assert statistics.median(late) < statistics.median(probe) + SPEC.step_s / 2, (statistics.median(late), statistics.median(probe))
     assert [r["chunk_tokens"] for r in over_http] == [r.chunk_tokens for r in truth]
     assert over_http[0]["ttft_s"] == truth[0].ttft_s and over_http[0]["time_per_output_token_s"] == truth[0].time_per_output_token_s
 

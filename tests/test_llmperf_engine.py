@@ -5,6 +5,7 @@ endpoints, failures as error records, llmperf's error details, content chunks an
 import asyncio
 import json
 import statistics
+import sys
 
 import pytest
 from llmperf_standin import StandInBackend
@@ -192,15 +193,17 @@ def test_record_uses_content_chunks_and_tokens_and_keeps_llmperfs_figures_beside
     assert (empty.error_code, empty.error_msg) == (CLIENT_ERROR, "empty completion: no content chunk arrived")
 
 
-@pytest.mark.timing
 def test_the_two_engines_agree_on_the_same_servers():
     """Native and llmperf (stand-in) one after the other against the same two servers, each in its
-    own process at half time scale (22.5 ms a target step): chunks and content tokens per request exactly as the server sent
-    them, and medians of TTFT, end-to-end and per-chunk ITL close. The aim is 1 ms (measured by hand
-    with the real llmperf, specbench/README.md); the bound here is max(5 ms, 10 %) because the
-    stand-in's clients share this process and a busy CI machine's two cores."""
+    own process: chunks and content tokens per request exactly as the server sent them, and every
+    stamp of both engines held by the server's own record of the same request (sent before the
+    server received it, each chunk and [DONE] read after the server wrote it, on the one monotonic
+    clock), with TTFT, end-to-end and per-chunk ITL derived from those stamps alike. Both engines sit
+    between the same server events, so they agree up to the loopback's transit, which a busy machine
+    stretches but cannot turn around (issue 24); the transit itself is measured by hand with the real
+    llmperf (specbench/README.md)."""
     load = LoadSpec(MODEL, 10, 1, 4, 30.0)  # one at a time: the stand-in's clients are threads of this process
-    with emulators_in_subprocess(time_scale=0.5) as urls:
+    with emulators_in_subprocess(time_scale=0.1) as urls:
         endpoints = [Endpoint(name, url) for name, url in urls.items()]
         results = {}
         for engine in (NativeEngine(), LlmperfEngine(StandInBackend())):
@@ -208,15 +211,36 @@ def test_the_two_engines_agree_on_the_same_servers():
         truth = {e.name: fetch_truth(e.url) for e in endpoints}
     for name, records in results.items():
         assert len(records) == 8 and all(r.ok and r.output_tokens == 10 and r.chunks == len(r.chunk_tokens) for r in records), name
+    lead = {}
     for variant in urls:
-        by_id = {t["request_id"]: t["chunk_tokens"] for t in truth[variant]}
+        by_id = {t["request_id"]: t for t in truth[variant]}
         for name, records in results.items():  # both send X-Request-Id (llmperf's through the recorder)
-            mine = {r.request_index: r.chunk_tokens for r in records if r.variant == variant}
-            assert mine == {i: by_id[f"{name}-{variant}-{PREPARED.case.name}-{i}"] for i in range(4)}, name
-    for variant in urls:
-        for figure in ("ttft_s", "end_to_end_latency_s", "inter_token_latency_s"):
-            medians = [statistics.median(getattr(r, figure) for r in results[n] if r.variant == variant) for n in ("native", "llmperf")]
-            assert abs(medians[0] - medians[1]) < max(0.005, 0.1 * medians[0]), (variant, figure, medians)
+            mine = {r.request_index: r for r in records if r.variant == variant}
+            assert sorted(mine) == list(range(4)), name
+            for index, record in mine.items():
+                t = by_id[f"{name}-{variant}-{PREPARED.case.name}-{index}"]
+                assert record.chunk_tokens == t["chunk_tokens"], name
+                # The stand-in's clients are threads of this process: after urllib3 wrote a request
+                # its thread may wait for the GIL (switch interval 5 ms) or the CPU before
+                # llmperf_actor's hook stamps it, so llmperf's "written" stamp can come after the
+                # server received the request (15 ms under two busy loops): its reads get the
+                # switch interval's slack and its send stamp is not checked (see the report of issue 24).
+                slack = 2 * sys.getswitchinterval() if name == "llmperf" else 0.0
+                sent, arrival = record.sent_monotonic_s, t["arrival_s"]
+                read = [sent + offset + 1e-6 for offset in record.chunk_times_s]  # offsets are stored to the microsecond
+                written = [arrival + offset for offset in t["chunk_offsets_s"]]
+                where = (name, variant, index)
+                # The native engine stamps "sent" just after its write returns, the server "arrival"
+                # once it has read the request: preempted between the two, the client stamps after
+                # the server, never after the server answered; the order holds on the median.
+                assert name == "llmperf" or sent <= arrival + t["ttft_s"], (where, sent - arrival)
+                lead.setdefault(name, []).append(arrival - sent)
+                assert all(w <= r + slack for w, r in zip(written, read, strict=True)), (where, written, read)
+                assert arrival + t["e2e_s"] <= sent + record.end_to_end_latency_s + 1e-6 + slack, where
+                assert record.ttft_s == pytest.approx(record.chunk_times_s[0], abs=2e-6), where
+                assert record.inter_token_latency_s == pytest.approx(record.chunk_times_s[-1] / record.chunks, abs=2e-6), where
+                assert record.end_to_end_latency_s >= record.chunk_times_s[-1] - 1e-6, where
+    assert statistics.median(lead["native"]) >= 0, lead
 
 
 def test_content_tokens_are_counted_only_once_the_endpoints_requests_are_over(monkeypatch):
@@ -253,11 +277,13 @@ def test_requests_in_flight_when_the_run_stops_are_recorded_as_interrupted():
         engine = LlmperfEngine(StandInBackend())
         task = asyncio.ensure_future(engine.run(Endpoint("qwen-vllm", url), PREPARED, LoadSpec(MODEL, 20, 2, 8, 30.0), "r", got.append))
         try:
-            for _ in range(400):  # until requests 4 and 5 (stalled) have reached the server
+            # Until the server's record shows 4 and 5 (stalled for 5 s) streaming: with two slots
+            # they were sent only once the client had finished 0-3.
+            for _ in range(1000):
                 await asyncio.sleep(0.01)
-                if len(server.truth) >= 6:
+                truth = server.truth
+                if len(truth) >= 6 and all(t.chunk_offsets_s for t in truth[4:6]):
                     break
-            await asyncio.sleep(0.3)  # 0-3 are long done; 4 and 5 stall for 5 s
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

@@ -25,6 +25,7 @@ FAKE_SERVER = textwrap.dedent(
     """
     import http.server, os, signal, sys, threading, time
     port, die_after, die_code, ignore_term, pid_file = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
+    die_when = sys.argv[6] if len(sys.argv) > 6 else ""  # dies (die_code) once this file exists
     open(pid_file, "w").write(str(os.getpid()))
     if ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -40,13 +41,18 @@ FAKE_SERVER = textwrap.dedent(
         server = http.server.HTTPServer(("127.0.0.1", port), Health)
         threading.Thread(target=server.serve_forever, daemon=True).start()
     deadline = time.monotonic() + (die_after if die_after > 0 else 60)
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (die_when and os.path.exists(die_when)):
         time.sleep(0.02)
-    os._exit(die_code if die_after > 0 else 0)
+    os._exit(die_code if die_after > 0 or die_when else 0)
     """
 )
-# A stand-in for specbench.pyz: each point sleeps a little and succeeds.
-FAKE_BUNDLE = "import sys, time; time.sleep(float(__import__('os').environ.get('POINT_SECONDS', '0'))); sys.exit(0)\n"
+# A stand-in for specbench.pyz: each point sleeps a little, leaves a mark (POINT_MARK) and succeeds.
+FAKE_BUNDLE = (
+    "import os, sys, time; time.sleep(float(os.environ.get('POINT_SECONDS', '0')))\n"
+    "mark = os.environ.get('POINT_MARK')\n"
+    "mark and open(mark, 'a').write('point\\n')\n"
+    "sys.exit(0)\n"
+)
 PHASE = {True: "Succeeded", False: "Failed"}
 
 
@@ -64,11 +70,11 @@ def pod(tmp_path):
     (tmp_path / "server.py").write_text(FAKE_SERVER)
     (tmp_path / "bundle.py").write_text(FAKE_BUNDLE)
 
-    def units(port=0, die_after=0.0, die_code=0, ignore_term=False, points=2):
+    def units(port=0, die_after=0.0, die_code=0, ignore_term=False, points=2, die_when=""):
         unit = {
             "variant": {"name": "v"},
             "command": [sys.executable, str(tmp_path / "server.py")],
-            "args": [str(port), str(die_after), str(die_code), "1" if ignore_term else "0", str(tmp_path / "server.pid")],
+            "args": [str(port), str(die_after), str(die_code), "1" if ignore_term else "0", str(tmp_path / "server.pid"), die_when],
             "env": {"FROM_UNIT": "1"},
             "points": [
                 {"point_id": f"v-c{i}", "wave": 0, "variant": {"name": "v"}, "load": {"kind": "concurrency", "value": i}, "args": []}
@@ -88,7 +94,7 @@ def supervisor(units: Path, signal_dir: Path, grace: float = 5.0) -> subprocess.
     )
 
 
-def client(tmp: Path, units: Path, signal_dir: Path, port: int, ready_seconds: float = 20.0, point_seconds: float = 0.0):
+def client(tmp: Path, units: Path, signal_dir: Path, port: int, ready_seconds: float = 20.0, point_seconds: float = 0.0, mark: str = ""):
     env = {
         "JOB_COMPLETION_INDEX": "0",
         "SWEEP_ID": "sweep-x",
@@ -100,6 +106,7 @@ def client(tmp: Path, units: Path, signal_dir: Path, port: int, ready_seconds: f
         "SWEEP_READY_SECONDS": str(ready_seconds),
         "SWEEP_POLL_SECONDS": "0.05",
         "POINT_SECONDS": str(point_seconds),
+        "POINT_MARK": mark,
         "PATH": "/usr/bin:/bin",
     }
     return subprocess.Popen([sys.executable, str(RUNNER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -174,9 +181,12 @@ def test_the_pod_succeeds_when_the_client_has_measured_every_point(pod):
 def test_the_pod_fails_when_the_server_dies_and_the_client_stops_measuring(pod):
     tmp, signal_dir, units = pod
     port = free_port()
-    path = units(port=port, die_after=1.0, die_code=3, points=20)
+    # The server dies once the first point is measured (its mark), not after a fixed time: at
+    # least one point was measured while it lived, however busy the machine.
+    mark = str(tmp / "measured")
+    path = units(port=port, die_code=3, points=20, die_when=mark)
     server = supervisor(path, signal_dir)
-    measure = client(tmp, path, signal_dir, port, point_seconds=0.3)
+    measure = client(tmp, path, signal_dir, port, point_seconds=0.1, mark=mark)
     codes = (measure.wait(timeout=60), server.wait(timeout=60))
     assert codes == (1, 3) and PHASE[codes == (0, 0)] == "Failed"
     last = measure.stdout.read().splitlines()[-1]
