@@ -85,6 +85,16 @@ def pytest_runtest_logfinish(nodeid, location) -> None:
         _TIMELINE.event("test-end", id=nodeid)
 
 
+def pytest_testnodedown(node, error) -> None:  # pytest-xdist, in the controller: a worker has exited
+    if _TIMELINE:
+        _TIMELINE.event("worker-down", worker=node.gateway.id)
+
+
+def pytest_unconfigure(config) -> None:
+    if _TIMELINE:
+        _TIMELINE.event("unconfigure")
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     if _TIMELINE:
         base = session.config._tmp_path_factory.getbasetemp()
@@ -158,8 +168,10 @@ def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> s
                 entry[2] += 1
                 open_test = None
         idle = (session_end - session_start) - startup_wall - on_cpu - waiting
+        last_test_end = max((e["t"] for e in by_kind["test-end"]), default=collected["t"])
         lines.append(
-            f"| {name} | {startup_wall:.1f} ({collected['cpu']:.1f}) | {on_cpu:.1f} | {waiting:.1f} | {idle:.1f} | {collected['tests']} |"
+            f"| {name} | {startup_wall:.1f} ({collected['cpu']:.1f}) | {on_cpu:.1f} | {waiting:.1f} | {idle:.1f}"
+            f" ({session_end - last_test_end:.1f} after its last test) | {collected['tests']} |"
         )
     assemblies = Path(next(e["assemblies"] for events in timelines.values() for e in events if e["event"] == "end"))
     lines += ["", "| synthesis | starts at s | ends at s | wall s | CPU s |", "| --- | --- | --- | --- | --- |"]
@@ -184,6 +196,8 @@ def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (make test: 2)")
+    parser.add_argument("--dist", default="loadgroup", help="pytest-xdist's distribution mode (make test: loadgroup)")
+    parser.add_argument("--keep", type=Path, help="a folder to keep the timelines in (one JSON Lines file per process)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="suite-profile-") as folder:
@@ -192,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         if "TMPDIR" not in env and os.access("/dev/shm", os.W_OK):  # as `make test` (Makefile, TEST_TMPDIR)
             env["TMPDIR"] = "/dev/shm"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "scripts"), env.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "--dist", "loadgroup", "-q", "-p", "bench_suite"]
+        command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "--dist", args.dist, "-q", "-p", "bench_suite"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         result = subprocess.run([*command, *args.pytest_args], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
@@ -201,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         total_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         print(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "(no pytest output)")
         print(report(_read(Path(folder)), wall, total_cpu))
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for path in Path(folder).glob("*.jsonl"):
+                (args.keep / path.name).write_bytes(path.read_bytes())
     return result.returncode
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import gc
 import json
 import os
 import signal
@@ -172,12 +173,20 @@ def _fixtures_used(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that need no synthesized app run first, while the syntheses build in the background.
-    Stable otherwise. No test runs alone or last: real-time checks compare what a client measured
-    with the servers' own record of what they sent (their ground truth), which holds on a busy
-    machine, so nothing holds the other xdist worker off (issue 24)."""
+    """Tests that need no synthesized app run first, while the syntheses build in the background,
+    and of those the ``servers`` ones first of all: they spend most of their time waiting on loopback
+    servers, which costs nothing while the syntheses keep both cores busy (after them, a wait leaves
+    a core idle). Stable otherwise. No test runs alone or last: real-time checks compare what a
+    client measured with the servers' own record of what they sent (their ground truth), which holds
+    on a busy machine, so nothing holds the other xdist worker off (issue 24)."""
     assembly_fixtures = set().union(*_NEEDS.values())
-    items.sort(key=lambda item: 1 if assembly_fixtures & _fixtures_used(item) else 0)
+
+    def phase(item: pytest.Item) -> int:
+        if assembly_fixtures & _fixtures_used(item):
+            return 2
+        return 0 if item.get_closest_marker("servers") else 1
+
+    items.sort(key=phase)
 
 
 def _shared_root(config: pytest.Config) -> Path:
@@ -244,6 +253,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                     os.killpg(int(pid_file.read_text()), signal.SIGKILL)
     for process in _STARTED:
         process.poll()  # reap what has ended, so its CPU is counted with this process tree's
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave quickly: one full collection (whatever is garbage is found now, and an error in a
+    ``__del__`` still reaches pytest's unraisable-exception hook, which is still installed), then
+    ``gc.freeze()``, so pytest's own final collections (_pytest/unraisableexception.py,
+    gc_collect_harder) and the interpreter's at exit skip the ~850,000 objects still alive:
+    each xdist worker's exit after its last test went from 4-5.5 s to about 2 s."""
+    gc.collect()
+    gc.freeze()
 
 
 def _assembly(name: str, config: pytest.Config) -> Assembly:

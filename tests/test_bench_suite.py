@@ -50,7 +50,7 @@ def test_each_workers_wall_time_is_split_into_start_up_cpu_waiting_and_idle(tmp_
     text = report(_read(timelines), wall=40.0, total_cpu=50.0)
     lines = text.splitlines()
     # start-up 3 s (1.5 s CPU); tests on CPU 2.5 + 1 = 3.5 s; waiting 1.5 s; idle 40 - 3 - 3.5 - 1.5
-    assert "| gw0 | 3.0 (1.5) | 3.5 | 1.5 | 32.0 | 2 |" in lines
+    assert "| gw0 | 3.0 (1.5) | 3.5 | 1.5 | 32.0 (32.0 after its last test) | 2 |" in lines
     assert "| cli | " in text and "| 12.5 | 9.5 |" in text
     assert "syntheses 9.5 s CPU; lint tests (cfn-lint, cdk-nag report, ruff) 1.0 s wall, 1.0 s CPU; test bodies 3.5 s CPU" in lines
     assert "| tests/test_a.py | 4.0 | 2.5 | 1 |" in lines

@@ -27,6 +27,8 @@ from specbench.results.store import LocalStore, RunStore
 from specbench.runner import EngineFailed, Runner, RunPlan
 from tests.runs import emulated_run_args, wait_for
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 SCALE = 0.1  # 4.5 ms target steps: fast, still far above loopback latency
 TWO_CASES = ["--test-case", "counting", "--test-case", "shakespeare"]
 

@@ -195,6 +195,7 @@ def union_length(windows: list[tuple[float, float]]) -> float:
     return total
 
 
+@pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
 def test_throughput_and_cost_of_a_run_against_paced_servers_match_the_servers_own_record(tmp_path, capsys) -> None:
     """Emulated servers paced exactly: the first token one step after arrival, then one step per
     chunk; the baseline streams 1 token a step, the speculative one k + 1 (every draft accepted, a

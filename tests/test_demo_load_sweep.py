@@ -7,6 +7,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,6 +45,7 @@ def test_the_analysis_finds_the_crossover_the_model_predicts():
     assert spec[0][1] > 1.5 and spec[-1][1] < 0.9
 
 
+@pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
 def test_real_batching_servers_show_the_same_turn():
     """The same over loopback sockets with the native client (two levels): speculation pays less at
     32 in flight than at 1. Both speedups are measured in the same run, so a busy machine slows both;

@@ -21,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specbench.emulator import server as em
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 MODEL = "Qwen/Qwen3-32B"
 FAST = dict(target_step_s=0.004, prefill_base_s=0.008, prefill_s_per_token=0.0001)
 SPEC = em.EmulatorProfile(num_speculative_tokens=3, draft_cost_ratio=0.25, acceptance=(("json", 0.9), ("poem", 0.3)), **FAST)

@@ -18,6 +18,8 @@ from specbench.load.native import NativeEngine
 from specbench.load.types import Endpoint, LoadSpec, PreparedCase
 from specbench.prompts.suite import DEFAULT_SUITE
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 # A known profile: no bandwidth term, a slow compute term, so a step's time grows with the tokens it
 # processes: 2 ms + 1.2 ms per token of the 32B target (64 GFLOP / (8 x 667 TFLOPS x 1 %)).
 PROFILE = sm.Profile(overhead_s=0.002, bandwidth_efficiency=None, compute_efficiency=0.01, draft_overhead_s=0.0005)

@@ -15,6 +15,8 @@ from specbench.results.records import ERROR_KINDS, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 from tests.faultserver import CONTENT, GOOD, MODEL, FaultServer, Reply, event, good_events, sse, stream, usage
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 BAD = 1  # the faulty endpoint's request that gets the fault; 0 and 2 are good
 REQUESTS = 3
 HTML = (("Content-Type", "text/html"),)

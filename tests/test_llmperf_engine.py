@@ -21,6 +21,8 @@ from specbench.results.records import CLIENT_ERROR, FIGURE_DEFINITIONS
 from specbench.results.store import LocalStore, RunStore
 from specbench.runner import Runner, RunPlan
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 MODEL = "Qwen/Qwen3-32B"
 PREPARED = PreparedCase(DEFAULT_SUITE.test_cases[0], "counting numbers from 1 " * 8, 48)
 

@@ -18,6 +18,8 @@ from specbench.prompts.suite import DEFAULT_SUITE
 from specbench.results.records import RequestRecord, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 SCALE = 0.1
 
 

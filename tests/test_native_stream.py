@@ -42,6 +42,8 @@ from specbench.results.records import (
     time_per_output_token,
 )
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 
 def line(event):
     return b"data: " + json.dumps(event).encode() + b"\n"

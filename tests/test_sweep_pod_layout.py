@@ -19,6 +19,8 @@ import pytest
 
 from charts.sweep import LAUNCHER, RUNNER
 
+pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+
 # A stand-in for vLLM: serves GET /health on its port (0: none), records its pid, and on SIGTERM
 # exits 0 unless told to ignore it; it can also die by itself after a delay with a given code.
 FAKE_SERVER = textwrap.dedent(
