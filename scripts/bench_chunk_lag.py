@@ -163,7 +163,7 @@ def get(url: str) -> bytes:
         return response.read()
 
 
-def start_server(ports: list[int], mode: str = "mixed", niceness: int = 0) -> subprocess.Popen:
+def start_server(ports: list[int], mode: str = "mixed", niceness: int = 0, cpus: set[int] | None = None) -> subprocess.Popen:
     """The paced server in its own process, ``niceness`` above this one's (see --server-nice).
 
     Why nicer: a write to a loopback socket wakes its reader with a sync wake-up (Linux
@@ -171,6 +171,8 @@ def start_server(ports: list[int], mode: str = "mixed", niceness: int = 0) -> su
     __wake_up_sync_key: the woken thread "will not be migrated to another CPU"), so a client woken
     by the server's first write of a burst can wait on the server's CPU until the burst ends."""
     process = subprocess.Popen([sys.executable, __file__, "serve", mode, *map(str, ports)])
+    if cpus:  # --pin
+        os.sched_setaffinity(process.pid, cpus)
     if niceness:
         os.setpriority(os.PRIO_PROCESS, process.pid, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
     deadline = time.monotonic() + 30
@@ -314,7 +316,21 @@ def main() -> None:
         "(a server on another machine never holds the client's CPU). Lags stay server write to client stamp; on a "
         "busy machine a nicer server is also preempted between its stamp and its write, which counts as lag",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server on a CPU of its own (the last one this process may use), the client on the others, "
+        "as a server on another machine: no sync wake-up can hold the client on the server's CPU (needs 2 CPUs)",
+    )
     args = parser.parse_args()
+    if args.pin:  # the server on the last CPU this process may use, this client (loop and parse threads) on the others
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            parser.error("--pin needs at least 2 CPUs")
+        args.server_cpus = {cpus[-1]}
+        os.sched_setaffinity(0, set(cpus[:-1]))
+    else:
+        args.server_cpus = None
     engines = {(spec, loop): engine_class(spec) for spec in args.engine for loop in args.loop}
     for mode in args.server:
         bench_mode(mode, args, engines)
@@ -322,10 +338,10 @@ def main() -> None:
 
 def bench_mode(mode: str, args: argparse.Namespace, engines: dict) -> None:
     ports = free_ports(2)
-    server = start_server(ports, mode, args.server_nice)
+    server = start_server(ports, mode, args.server_nice, args.server_cpus)
     try:
         lengths = f"{IN_STEP_CHUNKS} chunks a request, in step" if mode == "in-step" else f"{MIN_CHUNKS}-{MAX_CHUNKS} chunks a request"
-        nicer = f", server {args.server_nice} nicer" if args.server_nice else ""
+        nicer = (f", server {args.server_nice} nicer" if args.server_nice else "") + (", server on a CPU of its own" if args.pin else "")
         print(f"{mode} server: client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {lengths}{nicer}; load {_loadavg()})")
         columns = " ".join(f"{k + ' p50/p90/max':>24}" for k in KINDS)
         print(f"{'streams':>7} {'run':>6} {columns}  errors connections cpu/chunk  load wait")
