@@ -21,7 +21,9 @@ Two server modes (``--server``):
   the last content frame carrying ``finish_reason`` itself, then the ``include_usage`` frame
   (``choices: []``) and ``data: [DONE]``, written back to back with the last content frame.
 
-The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
+``--pin`` runs the server on a CPU of its own and the client on the others, as a server on another
+machine (a loopback write's sync wake-up can otherwise hold the client on the server's CPU while it
+writes a burst). The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
 all (half per endpoint), and the lag distribution of first, middle and last content chunks, and of
 all of them, is printed (p50 / p90 / max), with the machine's state: the load average and the share
 of the run the client's loop thread waited for a CPU (``wait``; a chunk arriving then waits too).
