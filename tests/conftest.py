@@ -227,8 +227,8 @@ def _whole_suite(config: pytest.Config) -> bool:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """On a whole-suite run, start every synthesis at once, in the process that starts the session
-    (under pytest-xdist the controller, before its workers have even started): the syntheses get
-    the ~3 s the workers spend starting and collecting, with the cores to themselves."""
+    (under pytest-xdist the controller, before its workers have even started): they build while
+    the workers start and collect, instead of after."""
     if not os.environ.get("PYTEST_XDIST_WORKER") and _whole_suite(session.config):
         _ensure_started(session.config, set(_NEEDS))
 

@@ -45,3 +45,19 @@ def mocked() -> Iterator[None]:
     """A fresh moto state; ``boto3.client`` in the code under test uses the shared session too."""
     with moto.mock_aws(), mock.patch.object(boto3, "DEFAULT_SESSION", session()):
         yield
+
+
+def bucket(name: str, region: str) -> Any:
+    """Inside ``mocked()``: a new bucket ``name`` in ``region``, and the shared S3 client."""
+    s3 = client("s3", region)
+    s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
+    return s3
+
+
+def offline_environment(monkeypatch: Any) -> None:
+    """What the code under test finds in the environment: fake credentials, no profile and no
+    endpoint override from the shell (either would point boto3 past moto)."""
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key.upper(), value)

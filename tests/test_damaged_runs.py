@@ -232,13 +232,9 @@ class Recording:
 
 @pytest.fixture
 def aws(monkeypatch):
-    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    moto_aws.offline_environment(monkeypatch)
     with moto_aws.mocked():
-        s3 = moto_aws.client("s3", REGION)
-        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        s3 = moto_aws.bucket(BUCKET, REGION)
         yield s3, Recording(moto_aws.client("cloudwatch", REGION))
 
 

@@ -243,8 +243,7 @@ def test_the_s3_cache_stores_by_digest_and_serves_reruns(tmp_path):
     from tests import moto_aws
 
     with moto_aws.mocked():
-        client = moto_aws.client("s3", "us-east-2")
-        client.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        client = moto_aws.bucket("data", "us-east-2")
         cache = datasets.open_cache("s3://data/datasets", region="us-east-2")
         assert cache.location == "s3://data/datasets/" and cache.get(FIXTURE_SHA) is None  # a miss, not an error
         with loopback_hub(tmp_path / "hub") as endpoint:

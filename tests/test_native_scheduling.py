@@ -5,6 +5,7 @@ time. Measured with scripts/bench_chunk_lag.py --server in-step (docs/performanc
 from __future__ import annotations
 
 import asyncio
+import collections
 
 from specbench.load import native
 from specbench.load.native import NativeEngine, SendTime
@@ -69,6 +70,42 @@ def test_ends_waiting_together_go_one_a_pass_in_order_and_all_at_once_past_the_b
     monkeypatch.setattr(native, "SETTLE_MAX_S", 0.0)
     released = asyncio.run(ends(4))
     assert len({at for _, at in released}) == 1
+
+
+def test_a_cancelled_end_takes_no_turn():
+    """The first live end goes after the same passes of the loop whether or not an end queued before
+    it was cancelled (its stream gone): a cancelled waiter is skipped, never waited out."""
+    engine = NativeEngine()
+
+    async def first_release(cancel_first: bool) -> tuple[int, int]:
+        passes = 0
+
+        async def count_passes() -> None:
+            nonlocal passes
+            while True:
+                passes += 1
+                await asyncio.sleep(0)
+
+        counter = asyncio.ensure_future(count_passes())
+        released: list[tuple[int, int]] = []
+
+        async def end(index: int) -> None:
+            await engine._reads_settled()
+            released.append((index, passes))
+
+        tasks = [asyncio.ensure_future(end(i)) for i in range(3)]
+        await asyncio.sleep(0)  # all three wait in _reads_settled
+        if cancel_first:
+            tasks[0].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        counter.cancel()
+        assert engine._settling == collections.deque()
+        return released[0]
+
+    index, plain = asyncio.run(first_release(False))
+    assert index == 0
+    index, after_a_cancelled_one = asyncio.run(first_release(True))
+    assert index == 1 and after_a_cancelled_one == plain
 
 
 def test_requests_are_launched_one_at_a_time_until_each_body_is_written():

@@ -315,7 +315,7 @@ def test_cli_report_of_a_run_in_s3_before_any_record(tmp_path, monkeypatch, caps
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-2"}.items():
         monkeypatch.setenv(key, value)
     with moto_aws.mocked():
-        moto_aws.client("s3", "us-east-2").create_bucket(Bucket="bench", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        moto_aws.bucket("bench", "us-east-2")
         RunStore(open_store("s3://bench/results/", "us-east-2"), "run-9").write(
             "run.json", json.dumps(make_run(status="running", run_id="run-9"))
         )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import contextlib
 import functools
 import gc
@@ -626,7 +627,8 @@ class NativeEngine:
         # the lock of the running loop (an engine may serve runs on several loops, one after another).
         self._launching: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._reads = 0  # reads stamped so far (_reads_settled watches it move)
-        self._settling: list[tuple[asyncio.Future[None], float]] = []  # who waits in _reads_settled, since when
+        # who waits in _reads_settled, and since when (loop time)
+        self._settling: collections.deque[tuple[asyncio.Future[None], float]] = collections.deque()
         self._settler: asyncio.Task[None] | None = None  # the task that watches for them
         self._parser: ThreadPoolExecutor | None = None  # parses finished streams off the loop (_hand_over)
         self._switch_interval = sys.getswitchinterval()
@@ -940,7 +942,8 @@ class NativeEngine:
         await self._reads_settled()
 
     async def _reads_settled(self) -> None:
-        """Wait until a pass of the event loop stamps no read (or SETTLE_PASSES double passes go by).
+        """Wait for this end's turn: after a pass of the event loop that stamps no read (or
+        SETTLE_PASSES double passes), one waiter at a time (``_watch_reads``).
 
         Ending a stream (reading the body's end, pooling the connection) and launching the next
         request cost the loop several times what stamping a read does, and with a server that ends
@@ -977,10 +980,14 @@ class NativeEngine:
                 await asyncio.sleep(0)
                 if self._reads == seen:
                     break
+            while self._settling and self._settling[0][0].done():  # a cancelled stream's waiter: no turn
+                self._settling.popleft()
+            if not self._settling:
+                break
             if loop.time() - self._settling[0][1] >= SETTLE_MAX_S:
-                released, self._settling = self._settling, []
+                released, self._settling = list(self._settling), collections.deque()
             else:
-                released = [self._settling.pop(0)]
+                released = [self._settling.popleft()]
             for waiter, _since in released:
-                if not waiter.done():  # a cancelled stream's waiter is done already
+                if not waiter.done():
                     waiter.set_result(None)
