@@ -69,12 +69,20 @@ def profiles(time_scale: float) -> dict[str, em.EmulatorProfile]:
     }
 
 
-def measure(time_scale: float, classes: Sequence[str], levels: Sequence[int], requests: int) -> list[Point]:
-    """Every (variant, level): a closed loop of ``max(requests, level)`` requests per class."""
+def measure(
+    time_scale: float,
+    classes: Sequence[str],
+    levels: Sequence[int],
+    requests: int,
+    truth: dict[tuple[str, int], list[em.TruthRecord]] | None = None,
+) -> list[Point]:
+    """Every (variant, level): a closed loop of ``max(requests, level)`` requests per class; ``truth``,
+    when given, gets the servers' own records of each point's requests."""
     points = []
     for variant, profile in profiles(time_scale).items():
         with em.run_in_thread(profile) as server:
             for level in levels:
+                before = len(server.truth)
                 records = []
                 for prompt_class in classes:
                     name, prompt, _ = CASES[prompt_class]
@@ -82,6 +90,8 @@ def measure(time_scale: float, classes: Sequence[str], levels: Sequence[int], re
                     prepared = PreparedCase(case, prompt, em.count_tokens(prompt))
                     load = LoadSpec("Qwen/Qwen3-32B", OUTPUT_TOKENS, level, max(requests, level), 60.0, api="completions")
                     records += _run(server.url, variant, prepared, load)
+                if truth is not None:
+                    truth[variant, level] = list(server.truth[before:])
                 v = BASELINE if variant == BASELINE.name else SPECULATIVE
                 points.append(Point(f"{variant}-c{level}", v, Load(CONCURRENCY, level), 0, tuple(records)))
     return points
@@ -153,9 +163,10 @@ def sweep(
     requests: int = 8,
     resamples: int = 400,
     simulated: bool = False,
+    truth: dict[tuple[str, int], list[em.TruthRecord]] | None = None,
 ):
-    """Measure (or simulate) every point, then the sweep analysis on TPOT."""
-    points = simulate(classes, levels, requests) if simulated else measure(time_scale, classes, levels, requests)
+    """Measure (or simulate) every point, then the sweep analysis on TPOT; ``truth`` as in measure."""
+    points = simulate(classes, levels, requests) if simulated else measure(time_scale, classes, levels, requests, truth)
     analysis = analyze_sweep(
         points, sweep_id="demo-load-sweep", metric=TPOT, resamples=resamples, servers_per_node=DEPLOYMENT.replicas_per_node
     )

@@ -4,6 +4,7 @@ the serving model puts it (within one load level), from the measured TPOTs alone
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 from pathlib import Path
 
@@ -48,9 +49,26 @@ def test_the_analysis_finds_the_crossover_the_model_predicts():
 @pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
 def test_real_batching_servers_show_the_same_turn():
     """The same over loopback sockets with the native client (two levels): speculation pays less at
-    32 in flight than at 1. Both speedups are measured in the same run, so a busy machine slows both;
-    where the crossing lies (model: 1.66x and 0.83x) is checked on the virtual clock above (issue 24)."""
+    32 in flight than at 1 on the servers' own schedule, and the client measures the speedups the
+    servers delivered. No wall-clock bound: a busy machine can starve the emulators until their
+    steps run late and the sent speedups drift from the model's 1.66x and 0.83x (CPU, not the
+    model, then sets the pace), but it cannot move the schedule the engine planned (steps back to
+    back on deadlines, tests/test_emulator_batching.py) nor part the client from what was sent;
+    where the crossing lies is checked on the virtual clock above (issue 24)."""
     demo = demo_module()
-    analysis, _ = demo.sweep(time_scale=0.3, classes=["open-ended"], levels=(1, 32), requests=6, resamples=200)
+    truth: dict = {}
+    analysis, _ = demo.sweep(time_scale=0.3, classes=["open-ended"], levels=(1, 32), requests=6, resamples=200, truth=truth)
     speedups = {p.load.value: p.speedup.point for p in analysis.classes[0].load_points if p.speedup is not None}
-    assert speedups[1] > 1.0 and speedups[1] > 1.3 * speedups[32], speedups  # model: 1.66x and 0.83x
+
+    def planned_tpot(t) -> float:  # type: ignore[no-untyped-def]
+        return (t.planned_offsets_s[-1] - t.planned_offsets_s[0]) / (t.output_tokens - 1)
+
+    def speedup(level: int, tpot) -> float:  # type: ignore[no-untyped-def]
+        base, spec = ([tpot(t) for t in truth[name, level]] for name in (demo.BASELINE.name, demo.SPECULATIVE.name))
+        return statistics.median(base) / statistics.median(spec)
+
+    planned = {level: speedup(level, planned_tpot) for level in (1, 32)}
+    sent = {level: speedup(level, lambda t: t.time_per_output_token_s) for level in (1, 32)}
+    assert planned[1] > 1.0 and planned[1] > 1.3 * planned[32], planned  # model: 1.66x and 0.83x
+    # The client's medians of the same requests, each TPOT late by (last lag - first lag) / 47 tokens.
+    assert speedups == pytest.approx(sent, rel=0.1), (speedups, sent)

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from loop_probe import loop_lateness
 from prometheus_client.parser import text_string_to_metric_families
 
 from specbench.emulator import server as em
@@ -370,30 +371,13 @@ def test_tokenize_health_models_and_readiness():
     assert unknown.status == 404
 
 
-def _loop_lateness(server: em.EmulatorServer, step_s: float, stop: threading.Event) -> list[float]:
-    """How late the server's own event loop wakes for absolute deadlines one step apart, while it
-    serves: the same loop, thread and machine load as the engine, so the reference for the
-    engine's lateness is measured at the same moment instead of assumed (issue 24)."""
-    lateness: list[float] = []
-
-    async def probe() -> None:
-        deadline = em.CLOCK()
-        while not stop.is_set():
-            deadline += step_s
-            await em._sleep_until(deadline)
-            lateness.append(em.CLOCK() - deadline)
-
-    asyncio.run_coroutine_threadsafe(probe(), server._loop)  # type: ignore[arg-type]
-    return lateness
-
-
 def test_truth_timing_follows_the_plan_and_the_client_clock():
     """Exact where the schedule is the emulator's logic (absolute deadlines: a late wake-up never
     moves a later chunk), causal against the client's clock for every chunk, and no later than the
     loop's own wake-ups measured beside it: on a busy machine every figure here stays true."""
     stop = threading.Event()
     with em.run_in_thread(SPEC) as server:
-        probe = _loop_lateness(server, SPEC.step_s, stop)
+        probe = loop_lateness(server, SPEC.step_s, stop)
         results = [post(server.url, chat(f"json {i}", max_tokens=20, stream_options=CHAT_USAGE)) for i in range(6)]
         stop.set()
         truth = server.truth

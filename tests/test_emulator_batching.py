@@ -8,9 +8,11 @@ import asyncio
 import dataclasses
 import random
 import statistics
+import threading
 
 import aiohttp
 import pytest
+from loop_probe import loop_lateness
 
 from specbench.analysis import serving_model as sm
 from specbench.emulator import server as em
@@ -37,15 +39,25 @@ async def _stream(session: aiohttp.ClientSession, url: str, prompt: str, max_tok
         return response.status
 
 
-def burst(profile: em.EmulatorProfile, requests: list[tuple[str, int, float]]) -> tuple[list[em.TruthRecord], list[em.StepRecord]]:
+def burst(
+    profile: em.EmulatorProfile, requests: list[tuple[str, int, float]], probe: list[float] | None = None
+) -> tuple[list[em.TruthRecord], list[em.StepRecord]]:
+    """The requests' truth and the engine's steps; ``probe``, when given, gets the server loop's own
+    wake-up lateness for deadlines one shortest decode step apart, measured while it served."""
+    stop = threading.Event()
     with em.run_in_thread(profile) as server:
+        if probe is not None:
+            lateness = loop_lateness(server, profile.decode_step_s(1), stop)
 
         async def go() -> list[int]:
             async with aiohttp.ClientSession() as session:
                 return await asyncio.gather(*(_stream(session, server.url, p, n, d) for p, n, d in requests))
 
         assert asyncio.run(go()) == [200] * len(requests)
+        stop.set()
         steps = server._call(lambda: list(server.emulator.steps))
+        if probe is not None:
+            probe.extend(server._call(lambda: list(lateness)))
         return server.truth, steps
 
 
@@ -84,7 +96,8 @@ def test_the_request_beyond_max_num_seqs_waits_for_a_slot():
 
 
 def test_each_step_advances_every_running_sequence_and_takes_the_profiles_time():
-    truth, steps = burst(SPEC, [("one", 12, 0.0), ("two", 12, 0.0), ("three", 12, 0.03)])
+    probe: list[float] = []
+    truth, steps = burst(SPEC, [("one", 12, 0.0), ("two", 12, 0.0), ("three", 12, 0.03)], probe)
     running: set[int] = set()
     left = {t.ordinal: t.max_tokens for t in truth}
     for previous, step in zip([None, *steps], steps, strict=False):
@@ -104,13 +117,19 @@ def test_each_step_advances_every_running_sequence_and_takes_the_profiles_time()
         if previous is not None and step.start_s < previous.end_s + 0.002:
             assert step.start_s == pytest.approx(previous.end_s, abs=1e-9)  # busy: back to back, on deadlines
     assert set(left.values()) == {0}
-    # Every chunk went out at its step's end, never before (late by scheduling only).
+    # Every chunk went out at its step's end, never before, and late by no more than the server
+    # loop's own wake-ups measured beside it (a chunk held for the next step would add a whole step;
+    # both medians come from the same loop at the same time, so a busy machine weighs on both).
+    late = []
     for record in truth:
         ends = [steps[i].end_s - record.arrival_s for i in record.steps]
         assert record.planned_offsets_s == pytest.approx(ends, abs=1e-9)
         assert all(sent >= planned - 1e-4 for sent, planned in zip(record.chunk_offsets_s, ends, strict=True))
-        assert statistics.median(s - p for s, p in zip(record.chunk_offsets_s, ends, strict=True)) < 0.005
+        late += [s - p for s, p in zip(record.chunk_offsets_s, ends, strict=True)]
         assert sum(record.chunk_tokens) == 12
+    assert len(probe) >= 10
+    shortest = min(s.duration_s for s in steps)
+    assert statistics.median(late) < statistics.median(probe) + shortest / 2, (statistics.median(late), statistics.median(probe))
 
 
 def test_baseline_streams_one_token_a_chunk_under_batching():
@@ -132,17 +151,28 @@ def test_the_native_clients_measurements_of_a_batched_server_match_its_stamps():
         records = asyncio.run(go())
         truth = {t.request_id: t for t in server.truth}
     assert len(records) == 6 and all(r.ok for r in records)
-    ttft_gaps, tpot_gaps = [], []
+    lead = []
     for record in records:
         t = truth[f"native-sd-{prepared.case.name}-{record.request_index}"]
-        assert record.chunk_tokens == t.chunk_tokens  # chunk for chunk as the engine produced them
-        # The client's clock starts before the server's and its first chunk arrives after the server
-        # sent it: causality up to scheduling noise, and close to the server's own stamps.
-        assert record.ttft_s >= t.ttft_s - 0.002
-        ttft_gaps.append(record.ttft_s - t.ttft_s)
-        tpot_gaps.append(abs(record.time_per_output_token_s - t.time_per_output_token_s))
-    assert statistics.median(ttft_gaps) < 0.005
-    assert statistics.median(tpot_gaps) < 0.0005  # the 5 ms spread over 23 tokens
+        where = record.request_index
+        assert record.chunk_tokens == t.chunk_tokens, where  # chunk for chunk as the engine produced them
+        # One monotonic clock (the server's perf_counter, the client's stamps): the request sent
+        # before the server answered it, every chunk read after the server wrote it, the stream's end
+        # after [DONE] went out; TTFT and time per output token derived from those stamps. No
+        # wall-clock bound: a busy machine stretches the loopback's transit but cannot turn it around.
+        sent, arrival = record.sent_monotonic_s, t.arrival_s
+        read = [sent + offset + 1e-6 for offset in record.chunk_times_s]  # offsets are stored to the microsecond
+        written = [arrival + offset for offset in t.chunk_offsets_s]
+        assert sent <= arrival + t.ttft_s, where
+        lead.append(arrival - sent)
+        assert all(w <= r for w, r in zip(written, read, strict=True)), (where, written, read)
+        assert arrival + t.e2e_s <= sent + record.end_to_end_latency_s + 1e-6, where
+        assert record.ttft_s == pytest.approx(record.chunk_times_s[0], abs=2e-6), where
+        expected_tpot = (record.end_to_end_latency_s - record.ttft_s) / (record.output_tokens - 1)
+        assert record.time_per_output_token_s == pytest.approx(expected_tpot, rel=1e-9), where
+    # The client stamps "sent" just after its write returns, the server "arrival" once it has read
+    # the request: one preempted between the two can stamp after the server, not on the median.
+    assert statistics.median(lead) >= 0, lead
     assert max(t.queued_s for t in truth.values()) > SPEC.decode_step_s(2)  # someone did wait for a slot
 
 
