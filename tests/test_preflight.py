@@ -1,13 +1,16 @@
-"""`specbench preflight`: every check in each state, against a moto server on 127.0.0.1 for the
-APIs moto 5.2.5 serves (STS, CloudFormation, SSM, EC2 zones/offerings/instance types, Secrets
-Manager, S3), and botocore's Stubber where it has none (EKS DescribeClusterVersions and
-DescribeAddonVersions answer 404, Service Quotas ListServiceQuotas and EC2 capacity reservations
-are "not implemented"; a 403 from HeadBucket moto never gives). Stubber checks every response it
-is given against botocore's service model, so the shapes below are the documented ones.
+"""`specbench preflight`: every check in each state, against moto 5.2.5 in this process
+(``moto.mock_aws`` through tests/moto_aws.py: no socket, no server thread) for the APIs moto serves
+(STS, CloudFormation, SSM, EC2 zones/offerings/instance types, Secrets Manager, S3), and botocore's
+Stubber where it has none (EKS DescribeClusterVersions and DescribeAddonVersions answer 404,
+Service Quotas ListServiceQuotas and EC2 capacity reservations are "not implemented"; a 403 from
+HeadBucket moto never gives). Stubber checks every response it is given against botocore's service
+model, so the shapes below are the documented ones.
 
-The end-to-end tests run ``python -m specbench preflight`` with AWS_ENDPOINT_URL at the moto server
-and AWS_ENDPOINT_URL_EKS / AWS_ENDPOINT_URL_SERVICE_QUOTAS at a small loopback server for the two
-services moto lacks.
+The end-to-end tests run ``python -m specbench preflight`` (a subprocess, which cannot share the
+in-process mock) with AWS_ENDPOINT_URL at a moto server on 127.0.0.1 (``moto_server``: the same
+moto, over HTTP) and AWS_ENDPOINT_URL_EKS / AWS_ENDPOINT_URL_SERVICE_QUOTAS at a small loopback
+server for the two services moto lacks. ``test_boto3_takes_the_endpoint_from_the_environment``
+checks that those variables reach the clients preflight makes.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from specbench.preflight.checks import FAILED, PASSED, WARNING
 from tests import moto_aws
 
 # One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
-# one of these tests starts its own moto server and pays its first calls (moto importing its
-# CloudFormation, EC2 and SSM backends, botocore loading the service models: about 2.5 s of CPU).
+# one of these tests pays moto's first calls (moto importing its CloudFormation, EC2 and SSM
+# backends, 1.0 s of CPU, and moto and botocore parsing EC2's service model six times between them:
+# about 2 s of CPU together).
 # Inert with pytest 9.2 and pytest-xdist 3.8, as every xdist_group here: xdist marks the group on
 # `item._nodeid`, which pytest 9.2's node ids no longer read (pytest-dev/pytest-xdist#1386, fix
 # proposed in #1388), so the tests are spread as if unmarked until that lands.
@@ -136,7 +140,7 @@ def create_stack(name: str, outputs: dict[str, str] | None = None) -> None:
 def force_stack_status(name: str, status: str) -> None:
     """moto has no failure path that ends in ROLLBACK_COMPLETE, UPDATE_ROLLBACK_FAILED or
     DELETE_FAILED (its responses.py knows ROLLBACK_COMPLETE only to refuse updates): the stack is
-    created through boto3, then its status is set in the server's own backend (in this process)."""
+    created through boto3, then its status is set in moto's own backend (the mock's, in this process)."""
     from moto.cloudformation.models import cloudformation_backends
 
     stacks = cloudformation_backends[MOTO_ACCOUNT][REGION].stacks
@@ -490,6 +494,9 @@ def test_a_stack_in_a_blocking_state_fails_with_the_command_that_clears_it(moto,
     assert check.status == FAILED and status in check.found and command in check.fix
 
 
+# moto warns in this process (moto/core/errors.py, get_error_model) that EC2's InvalidVpcID.NotFound
+# is in neither CloudFormation's nor EC2's error shapes; the error itself is what the test expects.
+@pytest.mark.filterwarnings("ignore:Exception\\(InvalidVPCIdError\\) with code InvalidVpcID.NotFound:UserWarning")
 def test_a_stack_stuck_creating_fails_as_moto_leaves_it(moto):
     """A resource moto cannot create leaves the stack CREATE_IN_PROGRESS: a real state, no forcing."""
     ready_account()
