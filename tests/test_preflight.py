@@ -90,6 +90,10 @@ def moto(monkeypatch):
     moto_aws.offline_environment(monkeypatch)
     with moto_aws.mocked():
         yield
+        # The mock's end resets moto, which remakes each region backend before dropping it
+        # (moto/core/base_backend.py, BackendDict.reset): without images even after a test that
+        # turned them on (monkeypatch undoes its settings only after this fixture ends).
+        no_default_amis(monkeypatch)
 
 
 @pytest.fixture(scope="session")
