@@ -47,6 +47,31 @@ def mocked() -> Iterator[None]:
         yield
 
 
+@functools.cache
+def ec2_imported() -> None:
+    """Imports moto's EC2 backend (which its CloudFormation and SSM backends import too) with
+    ``session()`` standing in for ``boto3.Session`` while the module loads. At import, moto 5.2.5
+    lists each partition's EC2 regions with three new boto3 sessions
+    (moto/ec2/models/availability_zones_and_regions.py, the ``RegionsAndZonesBackend`` class body),
+    and botocore reads a service's whole model to find its endpoint prefix for that
+    (botocore/session.py, ``get_available_regions``): three more parses of EC2's model, 0.8 s of CPU
+    with the garbage collector's passes over them, in each test process that uses EC2. The shared
+    session has that model loaded already, and the region lists do not depend on the session. The
+    module's own ``Session`` is put back after; if moto's EC2 backend was imported already, nothing
+    changes."""
+    real = boto3.Session
+
+    def shared_when_bare(*args: Any, **kwargs: Any) -> Any:
+        return real(*args, **kwargs) if args or kwargs else session()
+
+    boto3.Session = shared_when_bare  # type: ignore[misc]
+    try:
+        from moto.ec2.models import availability_zones_and_regions
+    finally:
+        boto3.Session = real  # type: ignore[misc]
+    availability_zones_and_regions.Session = real  # type: ignore[attr-defined]
+
+
 def bucket(name: str, region: str) -> Any:
     """Inside ``mocked()``: a new bucket ``name`` in ``region``, and the shared S3 client."""
     s3 = client("s3", region)

@@ -88,6 +88,7 @@ def moto(monkeypatch):
     no_default_amis(monkeypatch)
     no_endpoint_settings(monkeypatch)
     moto_aws.offline_environment(monkeypatch)
+    moto_aws.ec2_imported()
     with moto_aws.mocked():
         yield
         # The mock's end resets moto, which remakes each region backend before dropping it
@@ -114,9 +115,10 @@ def moto_server(moto_url, monkeypatch):
     subprocess cannot share an in-process mock); boto3 here pointed at it by AWS_ENDPOINT_URL only
     (no endpoint_url anywhere)."""
     no_default_amis(monkeypatch)
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
     no_endpoint_settings(monkeypatch)
     moto_aws.offline_environment(monkeypatch)
+    moto_aws.ec2_imported()  # the server's first EC2 or CloudFormation request would import it otherwise
+    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
     return moto_url
 
@@ -392,6 +394,25 @@ def test_boto3_takes_the_endpoint_from_the_environment(monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     monkeypatch.delenv("AWS_ENDPOINT_URL_EKS")
     assert account.Reader(shared_session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
+
+
+def test_moto_ec2_imported_through_the_shared_session_has_every_region_and_boto3_is_put_back(monkeypatch):
+    """tests/moto_aws.py's ``ec2_imported`` lends the shared session to moto's EC2 module while it
+    lists the regions: the lists are still every EC2 region of the three partitions (as botocore's
+    endpoint data has them, read here without any session), and boto3.Session is boto3's again."""
+    import botocore.loaders
+    import botocore.regions
+
+    moto_aws.offline_environment(monkeypatch)
+    moto_aws.ec2_imported()
+    from moto.ec2.models import availability_zones_and_regions
+
+    assert boto3.Session is boto3.session.Session and availability_zones_and_regions.Session is boto3.session.Session
+    resolver = botocore.regions.EndpointResolver(botocore.loaders.create_loader().load_data("endpoints"))
+    partitions = {"aws": "amazonaws.com", "aws-us-gov": "amazonaws.com", "aws-cn": "amazonaws.com.cn"}
+    expected = [(r, f"ec2.{r}.{domain}") for p, domain in partitions.items() for r in resolver.get_available_endpoints("ec2", p)]
+    assert len(expected) > 30 and ("us-east-2", "ec2.us-east-2.amazonaws.com") in expected
+    assert [(r.name, r.endpoint) for r in availability_zones_and_regions.RegionsAndZonesBackend.regions] == expected
 
 
 def test_the_retries_follow_the_sdks_max_attempts_setting(monkeypatch, tmp_path):
