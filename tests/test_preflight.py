@@ -88,7 +88,7 @@ def moto(monkeypatch):
     no_default_amis(monkeypatch)
     no_endpoint_settings(monkeypatch)
     moto_aws.offline_environment(monkeypatch)
-    moto_aws.ec2_imported()
+    moto_aws.lend_session_to_moto()
     with moto_aws.mocked():
         yield
         # The mock's end resets moto, which remakes each region backend before dropping it
@@ -117,7 +117,7 @@ def moto_server(moto_url, monkeypatch):
     no_default_amis(monkeypatch)
     no_endpoint_settings(monkeypatch)
     moto_aws.offline_environment(monkeypatch)
-    moto_aws.ec2_imported()  # the server's first EC2 or CloudFormation request would import it otherwise
+    moto_aws.lend_session_to_moto()  # before the server's first EC2 or CloudFormation request imports it
     urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
     return moto_url
@@ -396,23 +396,28 @@ def test_boto3_takes_the_endpoint_from_the_environment(monkeypatch):
     assert account.Reader(shared_session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
 
 
-def test_moto_ec2_imported_through_the_shared_session_has_every_region_and_boto3_is_put_back(monkeypatch):
-    """tests/moto_aws.py's ``ec2_imported`` lends the shared session to moto's EC2 module while it
-    lists the regions: the lists are still every EC2 region of the three partitions (as botocore's
+def test_moto_lists_every_region_through_the_lent_session_and_boto3_is_put_back(monkeypatch):
+    """tests/moto_aws.py's ``lend_session_to_moto`` gives moto the shared session to list regions
+    with: moto's EC2 regions are still every EC2 region of the three partitions (as botocore's
     endpoint data has them, read here without any session), and boto3.Session is boto3's again."""
     import botocore.loaders
     import botocore.regions
+    from moto.core import base_backend
 
     moto_aws.offline_environment(monkeypatch)
-    moto_aws.ec2_imported()
+    moto_aws.lend_session_to_moto()
     from moto.ec2.models import availability_zones_and_regions
 
-    assert boto3.Session is boto3.session.Session and availability_zones_and_regions.Session is boto3.session.Session
+    real = boto3.session.Session
+    assert boto3.Session is base_backend.Session is availability_zones_and_regions.Session is real
+    assert isinstance(base_backend.AccountSpecificBackend.get_session(), real)
     resolver = botocore.regions.EndpointResolver(botocore.loaders.create_loader().load_data("endpoints"))
     partitions = {"aws": "amazonaws.com", "aws-us-gov": "amazonaws.com", "aws-cn": "amazonaws.com.cn"}
     expected = [(r, f"ec2.{r}.{domain}") for p, domain in partitions.items() for r in resolver.get_available_endpoints("ec2", p)]
     assert len(expected) > 30 and ("us-east-2", "ec2.us-east-2.amazonaws.com") in expected
     assert [(r.name, r.endpoint) for r in availability_zones_and_regions.RegionsAndZonesBackend.regions] == expected
+    # moto's own region list for each backend (AccountSpecificBackend._generate_regions) reads the same data.
+    assert base_backend.AccountSpecificBackend.get_session().get_available_regions("ec2") == resolver.get_available_endpoints("ec2", "aws")
 
 
 def test_the_retries_follow_the_sdks_max_attempts_setting(monkeypatch, tmp_path):
