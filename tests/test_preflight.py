@@ -40,9 +40,9 @@ from specbench.preflight.checks import FAILED, PASSED, WARNING
 from tests import moto_aws
 
 # One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
-# one of these tests pays moto's first calls (moto importing its CloudFormation, EC2 and SSM
-# backends, 1.0 s of CPU, and moto and botocore parsing EC2's service model six times between them:
-# about 2 s of CPU together).
+# one of these tests pays moto's first calls: moto importing its CloudFormation, EC2 and SSM
+# backends and reading their service models for its serializer, about 1.5 s of CPU even with the
+# shared session lent to moto (tests/moto_aws.py, lend_session_to_moto).
 # Inert with pytest 9.2 and pytest-xdist 3.8, as every xdist_group here: xdist marks the group on
 # `item._nodeid`, which pytest 9.2's node ids no longer read (pytest-dev/pytest-xdist#1386, fix
 # proposed in #1388), so the tests are spread as if unmarked until that lands.
