@@ -47,6 +47,35 @@ def mocked() -> Iterator[None]:
         yield
 
 
+@functools.cache
+def lend_session_to_moto() -> None:
+    """moto lists regions with boto3 sessions of its own, and botocore reads a service's whole model
+    for that, only to find its endpoint prefix (botocore/session.py, ``get_available_regions``):
+    - moto's EC2 module, at import (CloudFormation's and SSM's backends import it too), with three
+      new sessions (moto 5.2.5, moto/ec2/models/availability_zones_and_regions.py, the
+      ``RegionsAndZonesBackend`` class body): three parses of EC2's model;
+    - every backend after, with one session moto caches (moto/core/base_backend.py,
+      ``AccountSpecificBackend.get_session``, lru_cache): one more parse per service used.
+    Together about 1.1 s of CPU in each test process that uses EC2, with the garbage collector's
+    passes over those models. Here ``session()`` stands in for both while they are made: it has the
+    models loaded already, and the region lists do not depend on the session. ``boto3.Session`` and
+    the modules' own ``Session`` are boto3's again after; whatever moto made already is left as is."""
+    from moto.core import base_backend
+
+    real = boto3.Session
+
+    def shared_when_bare(*args: Any, **kwargs: Any) -> Any:
+        return real(*args, **kwargs) if args or kwargs else session()
+
+    boto3.Session = base_backend.Session = shared_when_bare  # type: ignore[misc]
+    try:
+        base_backend.AccountSpecificBackend.get_session()
+        from moto.ec2.models import availability_zones_and_regions
+    finally:
+        boto3.Session = base_backend.Session = real  # type: ignore[misc]
+    availability_zones_and_regions.Session = real  # type: ignore[attr-defined]
+
+
 def bucket(name: str, region: str) -> Any:
     """Inside ``mocked()``: a new bucket ``name`` in ``region``, and the shared S3 client."""
     s3 = client("s3", region)

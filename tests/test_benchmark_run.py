@@ -10,10 +10,8 @@ import json
 import statistics
 from datetime import datetime, timezone
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from specbench import cli
 from specbench.emulator.process import emulators_in_subprocess, fetch_truth
@@ -25,6 +23,7 @@ from specbench.prompts.suite import DEFAULT_SUITE
 from specbench.results.records import INTERRUPTED, RequestRecord, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 from specbench.runner import EngineFailed, Runner, RunPlan
+from tests import moto_aws
 from tests.runs import emulated_run_args, wait_for
 
 pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
@@ -312,22 +311,24 @@ class MemoryStore:
 
 @pytest.fixture
 def aws(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-2"}.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+    """moto in-process through tests/moto_aws.py: the boto3 clients the run and publish make come from
+    one session whose service models are loaded once per test process (moto's own ``mock_aws``
+    drops boto3's default session, so each would build a new one and read its models again)."""
+    moto_aws.offline_environment(monkeypatch)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    with moto_aws.mocked():
         yield
 
 
 def test_run_to_s3_then_cloudwatch_with_every_value(servers, aws):
-    s3 = boto3.client("s3", region_name="us-east-2")
-    s3.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    s3 = moto_aws.bucket("data", "us-east-2")
     code = cli.main(run_args(*servers, "s3://data/results/", "--test-case", "json", "--run-id", "s3run", "--region", "us-east-2"))
     assert code == 0
     keys = {item["Key"] for item in s3.list_objects_v2(Bucket="data", Prefix="results/s3run/")["Contents"]}
     assert {"results/s3run/run.json", "results/s3run/records/json.jsonl", "results/s3run/acceptance/json.json",
             "results/s3run/publish.json", "results/s3run/unpublished.json",
             "results/s3run/llmperf/qwen-sd-vllm/json/Qwen-Qwen3-32B_64_40_individual_responses.json"} <= keys  # fmt: skip
-    cloudwatch = boto3.client("cloudwatch", region_name="us-east-2")
+    cloudwatch = moto_aws.client("cloudwatch", "us-east-2")
     names = {m["MetricName"] for m in cloudwatch.list_metrics(Namespace="Qwen/LLMPerf")["Metrics"]}
     assert {"TTFT", "InterTokenLatency", "TimePerOutputToken", "EndToEndLatency", "OutputThroughput", "InputTokens",
             "OutputTokens", "TokensPerChunk", "Errors", "AcceptanceRate", "MeanAcceptanceLength"} <= names  # fmt: skip

@@ -1,13 +1,16 @@
-"""`specbench preflight`: every check in each state, against a moto server on 127.0.0.1 for the
-APIs moto 5.2.5 serves (STS, CloudFormation, SSM, EC2 zones/offerings/instance types, Secrets
-Manager, S3), and botocore's Stubber where it has none (EKS DescribeClusterVersions and
-DescribeAddonVersions answer 404, Service Quotas ListServiceQuotas and EC2 capacity reservations
-are "not implemented"; a 403 from HeadBucket moto never gives). Stubber checks every response it
-is given against botocore's service model, so the shapes below are the documented ones.
+"""`specbench preflight`: every check in each state, against moto 5.2.5 in this process
+(``moto.mock_aws`` through tests/moto_aws.py: no socket, no server thread) for the APIs moto serves
+(STS, CloudFormation, SSM, EC2 zones/offerings/instance types, Secrets Manager, S3), and botocore's
+Stubber where it has none (EKS DescribeClusterVersions and DescribeAddonVersions answer 404,
+Service Quotas ListServiceQuotas and EC2 capacity reservations are "not implemented"; a 403 from
+HeadBucket moto never gives). Stubber checks every response it is given against botocore's service
+model, so the shapes below are the documented ones.
 
-The end-to-end tests run ``python -m specbench preflight`` with AWS_ENDPOINT_URL at the moto server
-and AWS_ENDPOINT_URL_EKS / AWS_ENDPOINT_URL_SERVICE_QUOTAS at a small loopback server for the two
-services moto lacks.
+The end-to-end tests run ``python -m specbench preflight`` (a subprocess, which cannot share the
+in-process mock) with AWS_ENDPOINT_URL at a moto server on 127.0.0.1 (``moto_server``: the same
+moto, over HTTP) and AWS_ENDPOINT_URL_EKS / AWS_ENDPOINT_URL_SERVICE_QUOTAS at a small loopback
+server for the two services moto lacks. ``test_boto3_takes_the_endpoint_from_the_environment``
+checks that those variables reach the clients preflight makes.
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ from conftest import ROOT
 from specbench.aws_retry import Retrier
 from specbench.preflight import account, checks, target
 from specbench.preflight.checks import FAILED, PASSED, WARNING
+from tests import moto_aws
 
 # One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
-# one of these tests starts its own moto server and pays its first calls (moto importing its
-# CloudFormation, EC2 and SSM backends, botocore loading the service models: about 2.5 s of CPU).
+# one of these tests pays moto's first calls: moto importing its CloudFormation, EC2 and SSM
+# backends and reading their service models for its serializer, about 1.5 s of CPU even with the
+# shared session lent to moto (tests/moto_aws.py, lend_session_to_moto).
 # Inert with pytest 9.2 and pytest-xdist 3.8, as every xdist_group here: xdist marks the group on
 # `item._nodeid`, which pytest 9.2's node ids no longer read (pytest-dev/pytest-xdist#1386, fix
 # proposed in #1388), so the tests are spread as if unmarked until that lands.
@@ -50,13 +55,46 @@ SECRET_NAME = "hf/token"
 NO_SLEEP = dict(sleep=lambda _s: None)
 
 
-# --- the moto server ------------------------------------------------------------------------------
+# --- moto: in-process for the checks, a server for the command ------------------------------------
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def no_default_amis(monkeypatch) -> None:
+    """Without moto's default AMIs (MOTO_EC2_LOAD_DEFAULT_AMIS, moto/settings.py; read when a region's
+    EC2 backend is made): each reset remakes every region backend it has, and each loaded ~1,300
+    images with a volume and a snapshot apiece, 0.2 s per region per reset and again on the first
+    EC2 call after it. No check reads images; the one test that runs instances turns them back on."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+
+def no_endpoint_settings(monkeypatch) -> None:
+    for name in [k for k in os.environ if k.startswith("AWS_ENDPOINT_URL") or k in ("AWS_PROFILE", "AWS_REGION")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+@pytest.fixture
+def moto(monkeypatch):
+    """A fresh moto state in this process (``moto.mock_aws``, tests/moto_aws.py): moto's handler takes
+    each request from botocore before it is sent (moto/core/models.py, ``botocore_stubber``), so no
+    socket, no HTTP server and no thread are involved. It matches AWS's own host names
+    (moto/backend_index.py), so no endpoint setting may be left in the environment; the clients are
+    made the ordinary way, as the command makes them."""
+    no_default_amis(monkeypatch)
+    no_endpoint_settings(monkeypatch)
+    moto_aws.offline_environment(monkeypatch)
+    moto_aws.lend_session_to_moto()
+    with moto_aws.mocked():
+        yield
+        # The mock's end resets moto, which remakes each region backend before dropping it
+        # (moto/core/base_backend.py, BackendDict.reset): without images even after a test that
+        # turned them on (monkeypatch undoes its settings only after this fixture ends).
+        no_default_amis(monkeypatch)
 
 
 @pytest.fixture(scope="session")
@@ -72,21 +110,16 @@ def moto_url():
 
 
 @pytest.fixture
-def moto(moto_url, monkeypatch):
-    """A fresh moto state; boto3 pointed at it by AWS_ENDPOINT_URL only (no endpoint_url anywhere).
-
-    Without moto's default AMIs (MOTO_EC2_LOAD_DEFAULT_AMIS, moto/settings.py; read when a region's
-    EC2 backend is made): the reset remakes every region backend it has, and each loaded ~1,300
-    images with a volume and a snapshot apiece, 0.2 s per region per reset and again on the first
-    EC2 call after it. No check reads images; the one test that runs instances turns them back on."""
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+def moto_server(moto_url, monkeypatch):
+    """A fresh state in the moto server on 127.0.0.1, for ``python -m specbench preflight`` (a
+    subprocess cannot share an in-process mock); boto3 here pointed at it by AWS_ENDPOINT_URL only
+    (no endpoint_url anywhere)."""
+    no_default_amis(monkeypatch)
+    no_endpoint_settings(monkeypatch)
+    moto_aws.offline_environment(monkeypatch)
+    moto_aws.lend_session_to_moto()  # before the server's first EC2 or CloudFormation request imports it
     urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).read()
-    for name in [k for k in os.environ if k.startswith("AWS_ENDPOINT_URL") or k in ("AWS_PROFILE", "AWS_REGION")]:
-        monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     return moto_url
 
 
@@ -113,7 +146,7 @@ def create_stack(name: str, outputs: dict[str, str] | None = None) -> None:
 def force_stack_status(name: str, status: str) -> None:
     """moto has no failure path that ends in ROLLBACK_COMPLETE, UPDATE_ROLLBACK_FAILED or
     DELETE_FAILED (its responses.py knows ROLLBACK_COMPLETE only to refuse updates): the stack is
-    created through boto3, then its status is set in the server's own backend (in this process)."""
+    created through boto3, then its status is set in moto's own backend (the mock's, in this process)."""
     from moto.cloudformation.models import cloudformation_backends
 
     stacks = cloudformation_backends[MOTO_ACCOUNT][REGION].stacks
@@ -233,16 +266,11 @@ class Split:
         return getattr(self.stubbed if name in self.operations else self.real, name)
 
 
-# One boto3 session for every test: its loader keeps the service models, which a fresh session
-# reads again (most of a test's time otherwise). The credentials are the same "testing" pair in
-# every test.
-_SHARED: list[boto3.Session] = []
-
-
 def shared_session() -> boto3.Session:
-    if not _SHARED:
-        _SHARED.append(boto3.Session())
-    return _SHARED[0]
+    """One boto3 session for every test (tests/moto_aws.py's, shared with the other moto users): its
+    loader keeps the service models, which a fresh session reads again (most of a test's time
+    otherwise). The credentials are the same "testing" pair in every test."""
+    return moto_aws.session()
 
 
 # Clients are made once per service, region, config and endpoint setting, and reused by every test:
@@ -368,6 +396,30 @@ def test_boto3_takes_the_endpoint_from_the_environment(monkeypatch):
     assert account.Reader(shared_session(), REGION).client("eks").meta.endpoint_url == f"https://eks.{REGION}.amazonaws.com"
 
 
+def test_moto_lists_every_region_through_the_lent_session_and_boto3_is_put_back(monkeypatch):
+    """tests/moto_aws.py's ``lend_session_to_moto`` gives moto the shared session to list regions
+    with: moto's EC2 regions are still every EC2 region of the three partitions (as botocore's
+    endpoint data has them, read here without any session), and boto3.Session is boto3's again."""
+    import botocore.loaders
+    import botocore.regions
+    from moto.core import base_backend
+
+    moto_aws.offline_environment(monkeypatch)
+    moto_aws.lend_session_to_moto()
+    from moto.ec2.models import availability_zones_and_regions
+
+    real = boto3.session.Session
+    assert boto3.Session is base_backend.Session is availability_zones_and_regions.Session is real
+    assert isinstance(base_backend.AccountSpecificBackend.get_session(), real)
+    resolver = botocore.regions.EndpointResolver(botocore.loaders.create_loader().load_data("endpoints"))
+    partitions = {"aws": "amazonaws.com", "aws-us-gov": "amazonaws.com", "aws-cn": "amazonaws.com.cn"}
+    expected = [(r, f"ec2.{r}.{domain}") for p, domain in partitions.items() for r in resolver.get_available_endpoints("ec2", p)]
+    assert len(expected) > 30 and ("us-east-2", "ec2.us-east-2.amazonaws.com") in expected
+    assert [(r.name, r.endpoint) for r in availability_zones_and_regions.RegionsAndZonesBackend.regions] == expected
+    # moto's own region list for each backend (AccountSpecificBackend._generate_regions) reads the same data.
+    assert base_backend.AccountSpecificBackend.get_session().get_available_regions("ec2") == resolver.get_available_endpoints("ec2", "aws")
+
+
 def test_the_retries_follow_the_sdks_max_attempts_setting(monkeypatch, tmp_path):
     """AWS_MAX_ATTEMPTS over the profile's max_attempts over 4 (botocore's own retries are off, so
     the setting would otherwise be ignored); a bad value is one line naming the setting."""
@@ -472,6 +524,9 @@ def test_a_stack_in_a_blocking_state_fails_with_the_command_that_clears_it(moto,
     assert check.status == FAILED and status in check.found and command in check.fix
 
 
+# moto warns in this process (moto/core/errors.py, get_error_model) that EC2's InvalidVpcID.NotFound
+# is in neither CloudFormation's nor EC2's error shapes; the error itself is what the test expects.
+@pytest.mark.filterwarnings("ignore:Exception\\(InvalidVPCIdError\\) with code InvalidVpcID.NotFound:UserWarning")
 def test_a_stack_stuck_creating_fails_as_moto_leaves_it(moto):
     """A resource moto cannot create leaves the stack CREATE_IN_PROGRESS: a real state, no forcing."""
     ready_account()
@@ -857,18 +912,22 @@ def preflight(moto_url: str, fake_url: str, *args: str, cdk_out=None) -> subproc
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_the_command_end_to_end(moto, fake_eks, tmp_path):
+def test_the_command_end_to_end(moto_server, fake_eks):
+    """One run per state and command line: each run is a new process that imports boto3 and loads
+    its service models (about 0.6 s of CPU), so assertions about one run share it."""
     fake_url, state = fake_eks
-    missing = preflight(moto, fake_url)
+    # Not bootstrapped, and -c naming another account: two failed checks, each with its fix, exit 1.
+    missing = preflight(moto_server, fake_url, "-c", "env.account=111111111111")
     assert missing.returncode == 1, missing.stdout + missing.stderr
     assert re.search(
         r"^failed +cdk bootstrap: no CDKToolkit stack in us-east-2 \| fix: npx cdk bootstrap aws://123456789012/us-east-2$",
         missing.stdout,
         re.M,
     )
+    assert "failed   account: the credentials are in account 123456789012" in missing.stdout
 
     bootstrap("29")
-    ready = preflight(moto, fake_url)
+    ready = preflight(moto_server, fake_url)
     assert ready.returncode == 0, ready.stdout + ready.stderr
     lines = ready.stdout.splitlines()
     assert lines[0] == "preflight of account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-2:"
@@ -878,28 +937,25 @@ def test_the_command_end_to_end(moto, fake_eks, tmp_path):
     assert any(line.startswith("passed   add-on vpc-cni v1.21.1-eksbuild.7") for line in lines)  # from the fake EKS endpoint
 
     state["k8s_status"] = "EXTENDED_SUPPORT"
-    warned = preflight(moto, fake_url)
+    warned = preflight(moto_server, fake_url)
     assert warned.returncode == 3, warned.stdout + warned.stderr
     assert [line.split(":")[0] for line in warned.stdout.splitlines() if line.startswith("warning")] == ["warning  Kubernetes 1.35"]
 
     # moto itself for EKS and Service Quotas (it answers 404 and 500): those checks could not run,
     # which is a warning each, not a failure.
-    unserved = preflight(moto, moto)
+    unserved = preflight(moto_server, moto_server)
     assert unserved.returncode == 3, unserved.stdout + unserved.stderr
     unchecked = [line for line in unserved.stdout.splitlines() if line.startswith("warning")]
     assert len(unchecked) == 5 and all(": not checked: " in line for line in unchecked)
 
-    wrong = preflight(moto, fake_url, "-c", "env.account=111111111111")
-    assert wrong.returncode == 1 and "failed   account: the credentials are in account 123456789012" in wrong.stdout
 
-
-def test_the_command_reports_bad_settings_and_no_credentials_in_one_line(moto, fake_eks):
+def test_the_command_reports_bad_settings_and_no_credentials_in_one_line(moto_server, fake_eks):
     fake_url, _ = fake_eks
-    bad = preflight(moto, fake_url, "-c", "neuron_nodes.capacity_mode=spot")
+    bad = preflight(moto_server, fake_url, "-c", "neuron_nodes.capacity_mode=spot")
     assert bad.returncode == 2 and "neuron_nodes.capacity_mode" in bad.stderr and "Traceback" not in bad.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
     env.update(
-        AWS_ENDPOINT_URL=moto,
+        AWS_ENDPOINT_URL=moto_server,
         AWS_REGION=REGION,
         AWS_EC2_METADATA_DISABLED="true",
         AWS_CONFIG_FILE="/nonexistent",

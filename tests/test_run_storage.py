@@ -13,15 +13,14 @@ import sys
 import threading
 from datetime import datetime, timedelta, timezone
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from specbench import cli, jsonfile
 from specbench.emulator.server import EmulatorServer, default_profiles
 from specbench.results.records import read_jsonl
 from specbench.results.runfiles import load_run
 from specbench.results.store import STALE_AFTER_S, LocalStore, RunStore, S3Store, StoreError, effective_status
+from tests import moto_aws
 from tests.runs import BASELINE, SPECULATIVE, emulated_run_args, wait_for, write_run
 
 SCALE = 0.1
@@ -132,18 +131,18 @@ def _lines(run) -> int:
     return run.read("records/case.jsonl").count("\n") if run.keys("records/") else 0
 
 
-@mock_aws
 def test_s3_journal_puts_the_case_records_as_they_complete(monkeypatch):
-    s3 = boto3.client("s3", region_name="us-east-2")
-    s3.create_bucket(Bucket="journal-bucket", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
-    run = RunStore(S3Store("journal-bucket", "results/", s3), "s3run")
-    journal = run.journal("records/case.jsonl")
-    for index in range(5):
-        journal.append(json.dumps({"i": index}) + "\n")
-        # The background PUT lands: the object holds at least this line (coalesced, never reordered).
-        assert wait_for(lambda i=index: _lines(run) >= i + 1, 20)
-    journal.close()
-    assert [json.loads(line)["i"] for line in run.read("records/case.jsonl").splitlines()] == [0, 1, 2, 3, 4]
+    moto_aws.offline_environment(monkeypatch)
+    with moto_aws.mocked():  # the shared session's S3 client: its model is read once per test process
+        s3 = moto_aws.bucket("journal-bucket", "us-east-2")
+        run = RunStore(S3Store("journal-bucket", "results/", s3), "s3run")
+        journal = run.journal("records/case.jsonl")
+        for index in range(5):
+            journal.append(json.dumps({"i": index}) + "\n")
+            # The background PUT lands: the object holds at least this line (coalesced, never reordered).
+            assert wait_for(lambda i=index: _lines(run) >= i + 1, 20)
+        journal.close()
+        assert [json.loads(line)["i"] for line in run.read("records/case.jsonl").splitlines()] == [0, 1, 2, 3, 4]
 
 
 def test_atomic_replace_leaves_no_partial_and_readers_never_see_half(tmp_path):
