@@ -178,15 +178,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests that need no synthesized app run first, while the syntheses build in the background,
     and of those the ``servers`` ones first of all: they spend most of their time waiting on loopback
     servers, which costs nothing while the syntheses keep both cores busy (after them, a wait leaves
-    a core idle). Stable otherwise. No test runs alone or last: real-time checks compare what a
-    client measured with the servers' own record of what they sent (their ground truth), which holds
-    on a busy machine, so nothing holds the other xdist worker off (issue 24)."""
+    a core idle). Within a phase the ``long`` ones (seconds of CPU each) go first: last, one of them
+    kept a worker busy for 3-5 s after the other had finished (cfn-lint, alphabetically late among
+    the tests that need an app). Stable otherwise. No test runs alone or last: real-time checks
+    compare what a client measured with the servers' own record of what they sent (their ground
+    truth), which holds on a busy machine, so nothing holds the other xdist worker off (issue 24)."""
     assembly_fixtures = set().union(*_NEEDS.values())
 
-    def phase(item: pytest.Item) -> int:
+    def phase(item: pytest.Item) -> tuple[int, bool]:
+        first = item.get_closest_marker("long") is not None
         if assembly_fixtures & _fixtures_used(item):
-            return 2
-        return 0 if item.get_closest_marker("servers") else 1
+            return 2, not first
+        return (0 if item.get_closest_marker("servers") else 1), not first
 
     items.sort(key=phase)
 
