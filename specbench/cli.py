@@ -157,6 +157,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", type=safe_name, default=None, help="default: UTC time and a random suffix; letters, digits, '-', '_', '.'")
     run.add_argument("--settings", default="", help="JSON snapshot of the deployment, stored with the run")
     run.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP + "; recorded in run.json")
+    run.add_argument(
+        "--resamples",
+        type=positive_int,
+        default=1000,
+        help="bootstrap resamples of the cost table's confidence intervals printed at the end",
+    )
     run.add_argument("--namespace", default="Qwen/LLMPerf", help="CloudWatch namespace")
     run.add_argument("--region", default=None, help="AWS region for S3 and CloudWatch")
     run.add_argument("--no-publish", action="store_true", help="store only; publish later with `specbench publish`")
@@ -497,7 +503,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
-    print(cost_table(result.records, settings, endpoints[0].name, load.level))
+    print(cost_table(result.records, settings, endpoints[0].name, load.level, resamples=args.resamples))
     # issue 22: what was stored, and the failed requests per kind as run.json counts them.
     failed_kinds = error_kinds(result.records)
     listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())
