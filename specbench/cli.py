@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import signal
 import sys
 from collections.abc import Sequence
@@ -320,6 +321,21 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+@functools.lru_cache(maxsize=1)
+def _shared_parser() -> argparse.ArgumentParser:
+    """One parser per process for main(): building it is ~100 add_argument calls and argparse's
+    gettext lookups (3 ms of CPU), and tests and scripts call main() hundreds of times in one process.
+    Parsing never changes a parser (argparse builds a new Namespace on every call)."""
+    return parser()
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments of one call; list values copied, so that no call shares (and could change) the
+    parser's own list defaults (``--test-case`` and ``-c`` default to [], which argparse hands out as is)."""
+    args = _shared_parser().parse_args(argv)
+    return argparse.Namespace(**{key: list(value) if isinstance(value, list) else value for key, value in vars(args).items()})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -331,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except OSError as error:  # a port in use, or not ours to bind
                 print(f"specbench emulate: {error} (choose others with --baseline-port, --speculative-port)", file=sys.stderr)
                 return EXIT_CRASHED
-        args = parser().parse_args(argv)
+        args = _parse(argv)
         if args.command == "run":
             return command_run(args)
         if args.command == "publish":
