@@ -26,7 +26,7 @@ import io
 import lzma
 import tokenize
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -273,6 +273,18 @@ def _zip_of(entries: tuple[tuple[str, bytes], ...]) -> bytes:
     return _zip_bytes(dict(entries), zipfile.ZIP_STORED)
 
 
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """The module and every statement in it, at any depth (what holds a docstring: modules, classes
+    and functions, are statements), without the expressions ast.walk would visit too (half the
+    CPU of compacting a module)."""
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        for field in _STATEMENT_LISTS:
+            pending += getattr(node, field, ())
+
+
 @functools.lru_cache(maxsize=256)
 def compact_source(source: bytes) -> bytes:
     """``source`` with its comments and docstrings blanked and every line where it was, so a traceback
@@ -282,7 +294,7 @@ def compact_source(source: bytes) -> bytes:
     text = source.decode("utf-8")
     lines = text.splitlines(keepends=True)
     cuts: list[tuple[int, int, int, int, str]] = []  # 0-based line and character column, start and end
-    for node in ast.walk(ast.parse(text)):
+    for node in _statements(ast.parse(text)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
