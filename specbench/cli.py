@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import signal
 import sys
 from collections.abc import Sequence
@@ -157,6 +158,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", type=safe_name, default=None, help="default: UTC time and a random suffix; letters, digits, '-', '_', '.'")
     run.add_argument("--settings", default="", help="JSON snapshot of the deployment, stored with the run")
     run.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP + "; recorded in run.json")
+    run.add_argument(
+        "--resamples",
+        type=positive_int,
+        default=1000,
+        help="bootstrap resamples of the cost table's confidence intervals printed at the end",
+    )
     run.add_argument("--namespace", default="Qwen/LLMPerf", help="CloudWatch namespace")
     run.add_argument("--region", default=None, help="AWS region for S3 and CloudWatch")
     run.add_argument("--no-publish", action="store_true", help="store only; publish later with `specbench publish`")
@@ -314,6 +321,21 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+@functools.lru_cache(maxsize=1)
+def _shared_parser() -> argparse.ArgumentParser:
+    """One parser per process for main(): building it is ~100 add_argument calls and argparse's
+    gettext lookups (3 ms of CPU), and tests and scripts call main() hundreds of times in one process.
+    Parsing never changes a parser (argparse builds a new Namespace on every call)."""
+    return parser()
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments of one call; list values copied, so that no call shares (and could change) the
+    parser's own list defaults (``--test-case`` and ``-c`` default to [], which argparse hands out as is)."""
+    args = _shared_parser().parse_args(argv)
+    return argparse.Namespace(**{key: list(value) if isinstance(value, list) else value for key, value in vars(args).items()})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -325,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except OSError as error:  # a port in use, or not ours to bind
                 print(f"specbench emulate: {error} (choose others with --baseline-port, --speculative-port)", file=sys.stderr)
                 return EXIT_CRASHED
-        args = parser().parse_args(argv)
+        args = _parse(argv)
         if args.command == "run":
             return command_run(args)
         if args.command == "publish":
@@ -497,7 +519,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
     print(summary_table(result.cases, baseline=endpoints[0].name))
-    print(cost_table(result.records, settings, endpoints[0].name, load.level))
+    print(cost_table(result.records, settings, endpoints[0].name, load.level, resamples=args.resamples))
     # issue 22: what was stored, and the failed requests per kind as run.json counts them.
     failed_kinds = error_kinds(result.records)
     listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())

@@ -240,3 +240,24 @@ def test_a_suite_nested_thousands_deep_is_one_line(text, tmp_path, capsys):
     _one_line_naming(capsys, str(path))
     assert _main([*RUN, "--results", str(tmp_path / "r"), "--suite", str(path)]) == cli.EXIT_USAGE
     _one_line_naming(capsys, str(path))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run"],
+        ["run", "--test-case", "json", "--test-case", "code", "--concurrency", "1", "--concurrency", "4"],
+        ["plan", "-c", "sweep.variants=a:b:5"],
+        ["predict"],
+        ["report", "r1", "--no-charts"],
+    ],
+)
+def test_main_parses_with_one_parser_and_no_call_shares_a_list_with_the_next(argv):
+    """main() reuses one parser per process: each call's arguments equal a fresh parser's, and no list
+    (the parser's [] defaults included) is handed to two calls."""
+    first, second = cli._parse(argv), cli._parse(argv)
+    assert vars(first) == vars(second) == vars(cli.parser().parse_args(argv))
+    lists = [name for name, value in vars(first).items() if isinstance(value, list)]
+    assert all(getattr(first, name) is not getattr(second, name) for name in lists)
+    assert argv[0] not in ("run", "plan", "predict") or "test_case" in lists or "context" in lists
+    assert cli._shared_parser() is cli._shared_parser()

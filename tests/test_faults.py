@@ -163,7 +163,8 @@ SHORT_TIMEOUT = "0.3"
 def run_against(tmp_path, baseline: FaultServer, faulty: FaultServer, *extra: str) -> int:
     endpoints = ["--endpoint", f"qwen-vllm={baseline.url}", "--endpoint", f"qwen-sd-vllm={faulty.url}"]
     args = ["run", *endpoints, "--results", str(tmp_path), "--no-progress", "--no-publish", "--ready-timeout", "5", "--run-id", "f"]
-    return cli.main([*args, "--output-tokens", "40", "--input-tokens", "16", "--concurrency", "1", *extra])
+    # No test here reads the cost table's intervals: 20 resamples instead of 1000 (issue 24).
+    return cli.main([*args, "--output-tokens", "40", "--input-tokens", "16", "--concurrency", "1", "--resamples", "20", *extra])
 
 
 def stored(tmp_path):
@@ -344,3 +345,16 @@ def test_a_model_served_under_several_names_streams_its_first_and_that_is_no_mis
     assert_counts_match(records, run)
     assert [(r.variant, r.request_index) for r in records if not r.ok] == [("qwen-sd-vllm", BAD)]
     assert run["error_kinds"] == {"model_mismatch": 1}
+
+
+def test_the_cost_tables_resamples_follow_the_flag(tmp_path, capsys):
+    """`run --resamples N`: the cost table printed at the end is the one N resamples of the stored records give."""
+    from specbench.outputs.publish import cost_table
+
+    with FaultServer() as baseline, FaultServer() as faulty:
+        assert run_against(tmp_path, baseline, faulty, "--requests", "4", "--test-case", "counting", "--resamples", "37") == 0
+    printed = capsys.readouterr().out
+    records, run = stored(tmp_path)
+    settings = run["plan"]["deployment"]
+    table = cost_table(records, settings, "qwen-vllm", "c1", resamples=37)
+    assert table in printed and table.count("\n") >= 3

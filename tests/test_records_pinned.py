@@ -87,6 +87,26 @@ def test_to_json_is_compact_and_round_trips_the_whole_record():
     assert RequestRecord.from_dict(json.loads(text)) == record
 
 
+def test_to_json_is_what_asdict_gives_with_every_field_set_and_the_record_unchanged():
+    """to_json reads the fields directly (asdict deep-copies each float of the chunk lists): same text,
+    in field order, the empty optional fields left out, and the record's own lists not shared with it."""
+    import dataclasses
+
+    values = {"error_code": 500, "error_msg": "boom", "error_kind": "http_status", "load_level": "c4", "chunks": 3}
+    values |= {f.name: 0.5 for f in dataclasses.fields(RequestRecord) if f.type in ("float | None", "float")}
+    values |= {f.name: 7 for f in dataclasses.fields(RequestRecord) if f.type == "int | None" and f.name != "error_code"}
+    values |= {"chunk_times_s": [0.25, 0.5, 0.75], "chunk_tokens": [1, 2, 3], "token_count_source": "usage", "output_sha256": "ab"}
+    full = RequestRecord(**{**IDENTITY, **values})
+    assert json.dumps(dataclasses.asdict(full), separators=(",", ":"), allow_nan=False) == full.to_json()
+    assert list(json.loads(full.to_json())) == [f.name for f in dataclasses.fields(RequestRecord)]
+    bare = RequestRecord(**IDENTITY)
+    expected = {k: v for k, v in dataclasses.asdict(bare).items() if k not in ("error_kind", "load_level")}
+    assert bare.to_json() == json.dumps(expected, separators=(",", ":"))
+    before = dataclasses.replace(full, chunk_times_s=list(full.chunk_times_s))
+    full.to_json()
+    assert full == before and "error_kind" in dataclasses.asdict(full)
+
+
 def test_from_dict_drops_unknown_keys_and_keeps_the_known():
     data = {**IDENTITY, "ttft_s": 0.5, "added_later": 1}
     assert RequestRecord.from_dict(data) == RequestRecord(**IDENTITY, ttft_s=0.5)

@@ -145,6 +145,58 @@ def test_import_graph_counts_type_checking_imports(tmp_path):
     assert bundle.project_imports(package / "stack.py", tmp_path) == set()
 
 
+def test_imports_are_found_in_every_kind_of_statement_body(tmp_path):
+    """The walk follows statement lists only (imports are statements): each place one can stand is
+    covered, and an import under TYPE_CHECKING counts only when asked for."""
+    names = [f"m{i}" for i in range(17)]
+    for name in names:
+        (tmp_path / f"{name}.py").write_text("")
+    source = """
+import m0
+from typing import TYPE_CHECKING
+class C:
+    import m1
+    def method(self):
+        import m2
+async def f():
+    async with x:
+        import m3
+    async for _ in y:
+        import m4
+    else:
+        import m5
+try:
+    import m6
+except ImportError:
+    import m7
+else:
+    import m8
+finally:
+    import m9
+while x:
+    import m10
+else:
+    import m11
+with x:
+    import m12
+match x:
+    case 1:
+        import m13
+    case _:
+        if y:
+            pass
+        else:
+            from m14 import *
+if TYPE_CHECKING:
+    import m15
+else:
+    import m16
+"""
+    (tmp_path / "all.py").write_text(source)
+    assert bundle.project_imports(tmp_path / "all.py", tmp_path) == set(names) - {"m15"}
+    assert bundle.project_imports(tmp_path / "all.py", tmp_path, type_checking=True) == set(names)
+
+
 def test_named_functions_limit_the_lazy_imports_followed(tmp_path):
     (tmp_path / "cli.py").write_text("import json\ndef run():\n    import runner\ndef emulate():\n    import emulator\n")
     for name in ("runner", "emulator"):

@@ -11,6 +11,7 @@ import json
 import lzma
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import cdk8s
@@ -400,33 +401,51 @@ def test_dist_writes_the_sweep_last(tmp_path):
     assert [(o["kind"], o["metadata"]["name"]) for o in objects][2] == ("CronJob", "specbench-sweep")
 
 
-def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, tmp_path):
-    """The client's script with the real zip application and the units.json synth wrote, against an
-    emulated server in place of the sidecar: each point lands in results/sweeps/<job name>/<point id>/."""
+# What a pod's client measured, per units.json as synth wrote it: both pod layouts give their client
+# the same units (the layout changes only where the server runs), and the same file through the same
+# script and zip measures the same thing, so each distinct units.json runs once (issue 24).
+_MEASURED: dict[str, tuple[subprocess.CompletedProcess, Path]] = {}
+
+
+def measure_unit(units_json: str, root: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """The client's script with the real zip application and ``units_json``'s unit 1 against an
+    emulated server in place of the sidecar; its exit, output and results folder."""
     from specbench import bundle
     from specbench.emulator.server import EmulatorServer, default_profiles
 
-    _, _, spec = small
-    units = json.loads(by_kind(sweep_objects(spec))["ConfigMap"]["data"]["units.json"])
-    (tmp_path / "specbench.pyz").write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # as the pod unpacks it
+    if units_json in _MEASURED:
+        return _MEASURED[units_json]
+    root.mkdir(parents=True)
+    units = json.loads(units_json)
+    (root / "specbench.pyz").write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # as the pod unpacks it
     with EmulatorServer(default_profiles(time_scale=0.1)["qwen-sd-vllm"]) as server:
         for point in units[1]["points"]:  # q17-k5: shorter, and against the emulator
             args = run_sweep_points_args(point["args"], server.url)
             point["args"] = args
-        (tmp_path / "units.json").write_text(json.dumps(units))
+        (root / "units.json").write_text(json.dumps(units))
         env = {
             "JOB_COMPLETION_INDEX": "1",
             "SWEEP_ID": "sweep-20261130",
-            "SWEEP_RESULTS": str(tmp_path / "results"),
-            "SWEEP_UNITS": str(tmp_path / "units.json"),
-            "SWEEP_BUNDLE": str(tmp_path / "specbench.pyz"),
+            "SWEEP_RESULTS": str(root / "results"),
+            "SWEEP_UNITS": str(root / "units.json"),
+            "SWEEP_BUNDLE": str(root / "specbench.pyz"),
             "PATH": "/usr/bin:/bin",
         }
         done = subprocess.run([sys.executable, str(RUNNER)], env=env, capture_output=True, text=True, timeout=120)
+    _MEASURED[units_json] = (done, root / "results")
+    return _MEASURED[units_json]
+
+
+def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, tmp_path):
+    """The client's script with the real zip application and the units.json synth wrote, against an
+    emulated server in place of the sidecar: each point lands in results/sweeps/<job name>/<point id>/."""
+    _, _, spec = small
+    units = by_kind(sweep_objects(spec))["ConfigMap"]["data"]["units.json"]
+    done, results = measure_unit(units, tmp_path / "measured")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "sweep sweep-20261130: 2 of 2 points measured"
     for point_name, wave, load in (("q17-k5-c1", 0, 1), ("q17-k5-c4", 0, 4)):
-        run = json.loads((tmp_path / "results" / "sweeps" / "sweep-20261130" / point_name / "run.json").read_text())
+        run = json.loads((results / "sweeps" / "sweep-20261130" / point_name / "run.json").read_text())
         assert run["sweep"] == {
             "sweep_id": "sweep-20261130",
             "point_id": point_name,

@@ -131,10 +131,16 @@ def bootstrap_ci(
     point = estimate(*groups) if all(groups) else None
     if point is None or any(len(group) < 2 for group in groups):
         return Interval(point, confidence=confidence)
-    rng = random.Random(seed)
+    # The draws of random.Random(seed).choices(group, k=len(group)), each group in turn, written out:
+    # CPython's Random.choices without weights returns [population[floor(random() * n)] for i in
+    # _repeat(None, k)] with n = float(len(population)) (Lib/random.py, the same in 3.10 to 3.13), so
+    # the intervals are unchanged; without its call per group a resample costs about a third less.
+    draw = random.Random(seed).random
+    floor = math.floor
+    shapes = [(group, float(len(group)), range(len(group))) for group in groups]
     estimates = []
     for _ in range(resamples):
-        value = estimate(*(rng.choices(group, k=len(group)) for group in groups))
+        value = estimate(*[[group[floor(draw() * n)] for _ in times] for group, n, times in shapes])
         if value is not None and math.isfinite(value):
             estimates.append(value)
     if len(estimates) < 0.95 * resamples:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from specbench import jsonfile
@@ -132,7 +132,11 @@ class RequestRecord:
         return self.error_code is None
 
     def to_json(self) -> str:
-        data = asdict(self)
+        # The fields as they are, not asdict(): a record holds only scalars and lists of scalars, which
+        # serialize the same, and asdict() deep-copies every float of the chunk lists one by one
+        # (Python 3.11 dataclasses._asdict_inner): 1.1 ms for a 600-token record instead of 0.16 ms,
+        # spent in the client's event loop as each request completes.
+        data = {name: getattr(self, name) for name in _FIELD_NAMES}
         for optional in ("load_level", "error_kind"):
             if not data[optional]:
                 del data[optional]
@@ -142,6 +146,9 @@ class RequestRecord:
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(RequestRecord))
 
 
 def stream_metrics(
