@@ -370,7 +370,8 @@ def test_report_flag_overrides_the_recorded_price_and_says_so(tmp_path, capsys) 
 
     store_run(tmp_path / "results", "run-1", *complete_inputs())
     out = tmp_path / "out"
-    args = ["report", "run-1", "--results", str(tmp_path / "results"), "--out", str(out), "--resamples", "50"]
+    # The price is the report's text; the charts are tests/test_report.py's.
+    args = ["report", "run-1", "--results", str(tmp_path / "results"), "--out", str(out), "--resamples", "50", "--no-charts"]
     assert cli.main([*args, "--node-price-per-hour", "20", "--servers-per-node", "4"]) == 0
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "$20.00 per node-hour (report --node-price-per-hour)" in html and "Servers per node: 4 (given)" in html
