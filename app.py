@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from config import ConfigError, load_config
 from config.cost import node_price
@@ -42,6 +43,13 @@ def __getattr__(name: str) -> object:
 
         return build_app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _lazy(name: str) -> Any:
+    """``name`` as a test has set it on this module, else imported now (see __getattr__). Read from
+    this module's own namespace, not ``sys.modules[__name__]``: run as a script under another
+    runner (``python -m cProfile app.py``, runpy), ``__main__`` there is the runner's module."""
+    return globals()[name] if name in globals() else __getattr__(name)
 
 
 def direct_run_context() -> dict:
@@ -89,10 +97,9 @@ def main(argv: list[str]) -> int:
         print(f"config warning: {line}", file=sys.stderr)
     if sweep_enabled(config):
         print(f"{plan_text(config, node_price(config)[0])}\n{SWEEP_START}", file=sys.stderr)
-    # Looked up on the module, where __getattr__ imports them (or a test has put its own).
-    module = sys.modules[__name__]
-    app = module.App() if under_cli else module.App(context=context, outdir=args.outdir)
-    module.build_app(app, config)
+    app_class = _lazy("App")
+    app = app_class() if under_cli else app_class(context=context, outdir=args.outdir)
+    _lazy("build_app")(app, config)
     try:
         app.synth()
     except RuntimeError as err:  # jsii surfaces synth-time validation failures this way

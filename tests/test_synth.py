@@ -90,3 +90,18 @@ def test_the_checked_context_is_read_the_way_aws_cdk_lib_reads_it(tmp_path):
     assert app.app_context(defaults, {}) == defaults
     assert app.app_context({}, {app.CONTEXT_ENV: json.dumps({"x": True})}) == {"x": True}
     assert defaults == {"a": "own", "b": "own", "c": "own", "d": "own"}
+
+
+def test_app_and_build_app_are_found_when_app_py_runs_under_another_runner():
+    """Under `python -m cProfile app.py` (or runpy) the script's namespace is not sys.modules["__main__"]:
+    main() must find App and build_app in its own namespace (a test's replacement), else import them."""
+    import runpy
+
+    lazy = runpy.run_path(str(ROOT / "app.py"), run_name="app_under_a_runner")["_lazy"]  # not in sys.modules
+    namespace = lazy.__globals__  # the script's own namespace (run_path returns a copy)
+    namespace["__getattr__"] = lambda name: ("imported", name)  # what main() would import, without jsii
+    assert namespace["_lazy"]("App") == ("imported", "App")
+    assert namespace["_lazy"]("build_app") == ("imported", "build_app")
+    replacement = object()
+    namespace["App"] = replacement
+    assert namespace["_lazy"]("App") is replacement
