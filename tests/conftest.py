@@ -180,18 +180,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests that need no synthesized app run first, while the syntheses build in the background,
     and of those the ``servers`` ones first of all: they spend most of their time waiting on loopback
     servers, which costs nothing while the syntheses keep both cores busy (after them, a wait leaves
-    a core idle). Within a phase the ``long`` ones (seconds of CPU each) go first: last, one of them
-    kept a worker busy for 3-5 s after the other had finished (cfn-lint, alphabetically late among
-    the tests that need an app). Stable otherwise. No test runs alone or last: real-time checks
+    a core idle). Right after them the ``long`` ones (seconds of CPU each), the syntheses done by
+    then: last, one of them kept a worker busy for 3-5 s after the other had finished (cfn-lint,
+    alphabetically late among the tests that need an app; first among those, it still started
+    when the other worker had 1 s of work left). Stable otherwise. No test runs alone or last: real-time checks
     compare what a client measured with the servers' own record of what they sent (their ground
     truth), which holds on a busy machine, so nothing holds the other xdist worker off (issue 24)."""
     assembly_fixtures = set().union(*_NEEDS.values())
 
-    def phase(item: pytest.Item) -> tuple[int, bool]:
-        first = item.get_closest_marker("long") is not None
-        if assembly_fixtures & _fixtures_used(item):
-            return 2, not first
-        return (0 if item.get_closest_marker("servers") else 1), not first
+    def phase(item: pytest.Item) -> int:
+        if item.get_closest_marker("servers"):
+            return 0
+        if item.get_closest_marker("long"):
+            return 1
+        return 3 if assembly_fixtures & _fixtures_used(item) else 2
 
     items.sort(key=phase)
 

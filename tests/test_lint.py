@@ -15,7 +15,7 @@ from conftest import OFFLINE_ENV, ROOT
 CFN_LINT = str(Path(sys.executable).with_name("cfn-lint"))
 
 
-@pytest.mark.long  # cfn-lint over both assemblies: ~3 s of CPU, scheduled first among the app tests
+@pytest.mark.long  # cfn-lint over both assemblies: 3-5 s of CPU, scheduled early (tests/conftest.py)
 def test_cfn_lint_reports_nothing_on_any_template(cli_assembly, variant_assembly):
     templates = [str(p) for a in (cli_assembly, variant_assembly) for p in sorted(a.outdir.glob("*.template.json"))]
     assert len(templates) == 4

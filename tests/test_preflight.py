@@ -912,6 +912,7 @@ def preflight(moto_url: str, fake_url: str, *args: str, cdk_out=None) -> subproc
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.long  # seconds of CPU: scheduled early (tests/conftest.py)
 def test_the_command_end_to_end(moto_server, fake_eks):
     """One run per state and command line: each run is a new process that imports boto3 and loads
     its service models (about 0.6 s of CPU), so assertions about one run share it."""

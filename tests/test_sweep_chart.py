@@ -436,6 +436,7 @@ def measure_unit(units_json: str, root: Path) -> tuple[subprocess.CompletedProce
     return _MEASURED[units_json]
 
 
+@pytest.mark.long  # seconds of CPU: scheduled early (tests/conftest.py)
 def test_a_pods_client_measures_its_units_points_into_the_sweeps_folder(small, tmp_path):
     """The client's script with the real zip application and the units.json synth wrote, against an
     emulated server in place of the sidecar: each point lands in results/sweeps/<job name>/<point id>/."""

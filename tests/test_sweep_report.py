@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from specbench import cli
 from specbench.analysis.sweep import CONCURRENCY, RATE, Load, analyze_sweep
 from specbench.outputs import dashboard, sweep_report
@@ -33,6 +35,7 @@ def test_a_stored_sweep_reads_back_as_its_points(tmp_path) -> None:
         assert p.source == f"{tmp_path}/sweeps/s1/{p.point_id}"
 
 
+@pytest.mark.long  # seconds of CPU: scheduled early (tests/conftest.py)
 def test_sweep_report_command_writes_the_table_first_and_named_charts(tmp_path, capsys) -> None:
     store_points(LocalStore(tmp_path / "results"), "s1", synthetic_points(TRUTH, requests=6))
     out = tmp_path / "report"

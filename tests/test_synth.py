@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import OFFLINE_ENV, ROOT
 
 STACKS = ("SpecDecodeData", "SpecDecodePlatform")
@@ -32,6 +34,7 @@ def test_no_lookups_are_left_for_the_cli_to_resolve(cli_assembly):
     assert "missing" not in manifest
 
 
+@pytest.mark.long  # seconds of CPU: scheduled early (tests/conftest.py)
 def test_bad_settings_stop_the_cli_with_one_line_each_and_no_traceback(tmp_path):
     # The CDK CLI itself (what `npx cdk` starts), without npx's own Node.js start-up (0.6 s of CPU).
     result = subprocess.run(
