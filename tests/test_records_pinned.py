@@ -2,6 +2,8 @@
 test_llmperf_format leave alive). Exact binary fractions, so equality is exact."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +24,42 @@ IDENTITY = {
 def test_persisted_labels_and_codes_are_pinned():
     # Stored in every record and read back by other runs and dashboards: a change breaks old results.
     assert (records.COUNT_FROM_USAGE, records.COUNT_FROM_TOKENIZER, records.COUNT_FROM_LLAMA2) == ("usage", "tokenizer", "llama2-tokenizer")
-    assert (records.CLIENT_ERROR, records.INTERRUPTED) == (-1, -2)
+    assert records.COUNT_FROM_FINAL_USAGE == "final-usage"  # docs/benchmark.md: `token_count_source: final-usage`
+    assert (records.CLIENT_ERROR, records.INTERRUPTED, records.NOT_SENT) == (-1, -2, -3)  # docs/benchmark.md#error-kinds
+
+
+def test_error_kinds_are_the_documented_ones():
+    """The stored ``error_kind`` names are the ones docs/benchmark.md's table explains, no more, no fewer."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "benchmark.md").read_text(encoding="utf-8")
+    table = text[text.index("### Error kinds") :].split("\n\n| kind |", 1)[1].split("\n\n", 1)[0]
+    documented = [name for row in table.splitlines()[2:] for name in re.findall(r"`([a-z_]+)`", row.split(" | ")[0])]
+    assert len(records.ERROR_KINDS) == len(set(records.ERROR_KINDS)) == 19
+    assert sorted(documented) == sorted(records.ERROR_KINDS)
+
+
+def failed(code, kind=""):  # type: ignore[no-untyped-def]
+    return RequestRecord(**IDENTITY, error_code=code, error_msg="x", error_kind=kind)
+
+
+def test_failure_kind_of_each_kind_of_record():
+    assert records.failure_kind(RequestRecord(**IDENTITY)) == ""
+    assert RequestRecord(**IDENTITY).error_kind == ""  # a string on every record, as read back from storage
+    assert records.failure_kind(failed(503, "model_mismatch")) == "model_mismatch"  # the stored kind wins
+    assert records.failure_kind(failed(records.INTERRUPTED)) == "interrupted"
+    assert records.failure_kind(failed(records.NOT_SENT)) == "not_sent"
+    assert records.failure_kind(failed(503)) == "http_status"
+    assert records.failure_kind(failed(1)) == "http_status"
+    assert records.failure_kind(failed(0)) == "client_error"
+    assert records.failure_kind(failed(records.CLIENT_ERROR)) == "client_error"
+    assert records.failure_kind(failed(-4)) == "client_error"
+
+
+def test_error_kinds_counts_failures_only_sorted_by_kind():
+    batch = [RequestRecord(**IDENTITY), failed(503), failed(records.NOT_SENT), failed(500), failed(-1, "timeout"), failed(-1)]
+    counted = records.error_kinds(batch)
+    assert counted == {"client_error": 1, "http_status": 2, "not_sent": 1, "timeout": 1}
+    assert list(counted) == ["client_error", "http_status", "not_sent", "timeout"]
+    assert records.error_kinds([]) == {} and records.error_kinds([RequestRecord(**IDENTITY)]) == {}
 
 
 def test_figure_definitions_name_every_figure_of_the_record():

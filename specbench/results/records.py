@@ -57,27 +57,27 @@ NOT_SENT = -3  # never sent: the endpoint's circuit breaker was open (consecutiv
 # What went wrong, one stable name per class (``error_kind``): ``error_code`` stays llmperf's integer
 # (the HTTP status, else the negative codes above), the kind says which fault it was. Stored in every
 # failed record of the native engine and counted per kind in run.json (``error_kinds``).
-ERROR_KINDS = {
-    "http_status": "the server answered with an HTTP status other than 200",
-    "not_event_stream": "HTTP 200 but not a text/event-stream body",
-    "timeout": "no complete response within the request timeout",
-    "connection": "connection refused, reset or dropped, or an HTTP response aiohttp could not read",
-    "truncated": "the stream ended before its [DONE] line",
-    "oversized_stream": "the stream grew beyond the client's bound on its size (a runaway server)",
-    "stream_error_event": "the server reported an error inside the stream",
-    "malformed_event": "an event vLLM never sends: not UTF-8, not JSON, not an object, or a field of the wrong type",
-    "empty_completion": "[DONE] without any content chunk",
-    "tokens_backwards": "usage.completion_tokens went down during the stream",
-    "tokens_missing": "usage was on but a usage (the last one included) had no completion_tokens, or content came after the last usage",
-    "over_max_tokens": "more completion tokens than the request's max_tokens",
-    "fewer_tokens_than_chunks": "a content chunk carried no token (usage counts fewer tokens than content chunks)",
-    "model_mismatch": "an event named a model other than the one requested",
-    "tokenize_failed": "no usage in the stream and the server's /tokenize could not count the chunks",
-    "client_exception": "the client failed on this response in a way no other kind names (its type is in error_msg)",
-    "interrupted": "the run was stopped while the request was in flight",
-    "not_sent": "not sent: the endpoint's circuit breaker had opened after consecutive failures",
-    "client_error": "a failure without an HTTP status stored without a kind (older runs, the llmperf engine)",
-}
+ERROR_KINDS = (
+    "http_status",  # the server answered with an HTTP status other than 200
+    "not_event_stream",  # HTTP 200 but not a text/event-stream body
+    "timeout",  # no complete response within the request timeout
+    "connection",  # connection refused, reset or dropped, or an HTTP response aiohttp could not read
+    "truncated",  # the stream ended before its [DONE] line
+    "oversized_stream",  # the stream grew beyond the client's bound on its size (a runaway server)
+    "stream_error_event",  # the server reported an error inside the stream
+    "malformed_event",  # an event vLLM never sends: not UTF-8, not JSON, not an object, or a field of the wrong type
+    "empty_completion",  # [DONE] without any content chunk
+    "tokens_backwards",  # usage.completion_tokens went down during the stream
+    "tokens_missing",  # usage was on but a usage (the last one included) had no completion_tokens, or content came after the last usage
+    "over_max_tokens",  # more completion tokens than the request's max_tokens
+    "fewer_tokens_than_chunks",  # a content chunk carried no token (usage counts fewer tokens than content chunks)
+    "model_mismatch",  # an event named a model other than the one requested
+    "tokenize_failed",  # no usage in the stream and the server's /tokenize could not count the chunks
+    "client_exception",  # the client failed on this response in a way no other kind names (its type is in error_msg)
+    "interrupted",  # the run was stopped while the request was in flight
+    "not_sent",  # not sent: the endpoint's circuit breaker had opened after consecutive failures
+    "client_error",  # a failure without an HTTP status stored without a kind (older runs, the llmperf engine)
+)
 
 
 @dataclass
