@@ -37,74 +37,54 @@ def test_ends_and_launches_wait_until_a_pass_stamps_no_read():
     assert 2 * native.SETTLE_PASSES - 2 <= settled_at <= 2 * native.SETTLE_PASSES + 4  # + the hops to wake the waiter
 
 
+async def released_ends(engine: NativeEngine, count: int, cancel_first: bool = False) -> list[tuple[int, int]]:
+    """``count`` stream ends waiting in ``engine._reads_settled`` together: each live end's index and
+    the pass of the loop it was released in, in release order; ``cancel_first`` cancels end 0 once
+    all wait (its stream gone). The engine's queue of waiters is empty afterwards."""
+    passes = 0
+
+    async def count_passes() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.ensure_future(count_passes())
+    released: list[tuple[int, int]] = []
+
+    async def end(index: int) -> None:
+        await engine._reads_settled()
+        released.append((index, passes))
+
+    tasks = [asyncio.ensure_future(end(i)) for i in range(count)]
+    await asyncio.sleep(0)  # all wait in _reads_settled
+    if cancel_first:
+        tasks[0].cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    counter.cancel()
+    assert engine._settling == collections.deque()
+    return released
+
+
 def test_ends_waiting_together_go_one_a_pass_in_order_and_all_at_once_past_the_bound(monkeypatch):
     """A wave that finished in step: its ends wait together and are released one at a time, with
     the loop polling in between (scripts/bench_chunk_lag.py --server in-step --pin: the wave's last
     chunks 2.3-3.3 ms late at p90 when released together, 0.4 ms one a pass); once the oldest has
     waited SETTLE_MAX_S, all go in the same pass."""
-    engine = NativeEngine()
-
-    async def ends(count: int) -> list[tuple[int, int]]:
-        passes = 0
-
-        async def count_passes() -> None:
-            nonlocal passes
-            while True:
-                passes += 1
-                await asyncio.sleep(0)
-
-        counter = asyncio.ensure_future(count_passes())
-        released: list[tuple[int, int]] = []
-
-        async def end(index: int) -> None:
-            await engine._reads_settled()
-            released.append((index, passes))
-
-        await asyncio.gather(*(end(i) for i in range(count)))
-        counter.cancel()
-        return released
-
-    released = asyncio.run(ends(4))
+    released = asyncio.run(released_ends(NativeEngine(), 4))
     assert [index for index, _ in released] == [0, 1, 2, 3]
     assert all(later - earlier >= 2 for (_, earlier), (_, later) in zip(released, released[1:], strict=False))
     monkeypatch.setattr(native, "SETTLE_MAX_S", 0.0)
-    released = asyncio.run(ends(4))
+    released = asyncio.run(released_ends(NativeEngine(), 4))
     assert len({at for _, at in released}) == 1
 
 
 def test_a_cancelled_end_takes_no_turn():
     """The first live end goes after the same passes of the loop whether or not an end queued before
     it was cancelled (its stream gone): a cancelled waiter is skipped, never waited out."""
-    engine = NativeEngine()
-
-    async def first_release(cancel_first: bool) -> tuple[int, int]:
-        passes = 0
-
-        async def count_passes() -> None:
-            nonlocal passes
-            while True:
-                passes += 1
-                await asyncio.sleep(0)
-
-        counter = asyncio.ensure_future(count_passes())
-        released: list[tuple[int, int]] = []
-
-        async def end(index: int) -> None:
-            await engine._reads_settled()
-            released.append((index, passes))
-
-        tasks = [asyncio.ensure_future(end(i)) for i in range(3)]
-        await asyncio.sleep(0)  # all three wait in _reads_settled
-        if cancel_first:
-            tasks[0].cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        counter.cancel()
-        assert engine._settling == collections.deque()
-        return released[0]
-
-    index, plain = asyncio.run(first_release(False))
+    index, plain = asyncio.run(released_ends(NativeEngine(), 3))[0]
     assert index == 0
-    index, after_a_cancelled_one = asyncio.run(first_release(True))
+    index, after_a_cancelled_one = asyncio.run(released_ends(NativeEngine(), 3, cancel_first=True))[0]
     assert index == 1 and after_a_cancelled_one == plain
 
 
