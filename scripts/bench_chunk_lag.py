@@ -21,13 +21,16 @@ Two server modes (``--server``):
   the last content frame carrying ``finish_reason`` itself, then the ``include_usage`` frame
   (``choices: []``) and ``data: [DONE]``, written back to back with the last content frame.
 
-``--pin`` runs the server on a CPU of its own and the client on the others, as a server on another
-machine (a loopback write's sync wake-up can otherwise hold the client on the server's CPU while it
-writes a burst). The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
+Two placements (``--placement``, both by default): ``own-cpu`` runs the server on a CPU of its own and
+the client on the others, as a vLLM server on another machine; ``shared`` lets both run anywhere, so
+on a small machine the server's bursts of writes take the client's CPU (a loopback write's sync
+wake-up queues the client behind the writer, for up to the scheduler's slice). ``--pin`` is
+``--placement own-cpu``. The native engine drives both endpoints at once (as the runner does) with ``--streams`` in flight in
 all (half per endpoint), and the lag distribution of first, middle and last content chunks, and of
 all of them, is printed (p50 / p90 / max), with the machine's state: the load average and the share
 of the run the client's loop thread waited for a CPU (``wait``; a chunk arriving then waits too).
-Target: p90 within 2 ms for every kind of chunk at 64 streams, in both modes.
+Target: p90 within 2 ms for every kind of chunk at 64 streams, in both modes; each median row is
+followed by whether it is met.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ TTFT_S = 0.030
 MIN_CHUNKS, MAX_CHUNKS = 12, 48
 IN_STEP_CHUNKS = 24  # every request of the in-step mode
 SERVER_MODES = ("mixed", "in-step")
+PLACEMENTS = ("shared", "own-cpu")
+TARGET_P90_MS = 2.0  # every kind of content chunk at 64 streams
 
 
 def chunks_of(request_id: str) -> int:
@@ -319,31 +324,36 @@ def main() -> None:
         "busy machine a nicer server is also preempted between its stamp and its write, which counts as lag",
     )
     parser.add_argument(
-        "--pin",
-        action="store_true",
-        help="the server on a CPU of its own (the last one this process may use), the client on the others, "
-        "as a server on another machine: no sync wake-up can hold the client on the server's CPU (needs 2 CPUs)",
+        "--placement",
+        nargs="+",
+        choices=PLACEMENTS,
+        help="own-cpu: the server on a CPU of its own (the last one this process may use), the client on the others, "
+        "as a server on another machine: no sync wake-up can hold the client on the server's CPU (needs 2 CPUs); "
+        "shared: both anywhere. Default: both where there are 2 CPUs, else shared",
     )
+    parser.add_argument("--pin", action="store_true", help="the same as --placement own-cpu")
     args = parser.parse_args()
-    if args.pin:  # the server on the last CPU this process may use, this client (loop and parse threads) on the others
-        cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) < 2:
-            parser.error("--pin needs at least 2 CPUs")
-        args.server_cpus = {cpus[-1]}
-        os.sched_setaffinity(0, set(cpus[:-1]))
-    else:
-        args.server_cpus = None
+    cpus = sorted(os.sched_getaffinity(0))
+    placements = ["own-cpu"] if args.pin else args.placement or [p for p in PLACEMENTS if p == "shared" or len(cpus) > 1]
+    if "own-cpu" in placements and len(cpus) < 2:
+        parser.error("--placement own-cpu (--pin) needs at least 2 CPUs")
     engines = {(spec, loop): engine_class(spec) for spec in args.engine for loop in args.loop}
-    for mode in args.server:
-        bench_mode(mode, args, engines)
+    for placement in placements:
+        # own-cpu: the server on the last CPU this process may use, this client (loop and parse threads) on the others
+        server_cpus = {cpus[-1]} if placement == "own-cpu" else None
+        os.sched_setaffinity(0, set(cpus[:-1]) if server_cpus else set(cpus))
+        for mode in args.server:
+            bench_mode(mode, args, engines, server_cpus)
+    os.sched_setaffinity(0, set(cpus))
 
 
-def bench_mode(mode: str, args: argparse.Namespace, engines: dict) -> None:
+def bench_mode(mode: str, args: argparse.Namespace, engines: dict, server_cpus: set[int] | None) -> None:
     ports = free_ports(2)
-    server = start_server(ports, mode, args.server_nice, args.server_cpus)
+    server = start_server(ports, mode, args.server_nice, server_cpus)
     try:
         lengths = f"{IN_STEP_CHUNKS} chunks a request, in step" if mode == "in-step" else f"{MIN_CHUNKS}-{MAX_CHUNKS} chunks a request"
-        nicer = (f", server {args.server_nice} nicer" if args.server_nice else "") + (", server on a CPU of its own" if args.pin else "")
+        where = ", server on a CPU of its own" if server_cpus else ", server and client sharing the CPUs"
+        nicer = (f", server {args.server_nice} nicer" if args.server_nice else "") + where
         print(f"{mode} server: client stamp - server write, ms (steps {STEP_S * 1000:g} ms, {lengths}{nicer}; load {_loadavg()})")
         columns = " ".join(f"{k + ' p50/p90/max':>24}" for k in KINDS)
         print(f"{'streams':>7} {'run':>6} {columns}  errors connections cpu/chunk  load wait")
@@ -368,6 +378,14 @@ def _print_runs(streams: int, runs: list) -> None:
     median = {k: tuple(statistics.median(run[0][k][i] for run in runs if k in run[0]) for i in range(3)) for k in KINDS}
     cpu = statistics.median(run[3] for run in runs)
     print(f"{streams:>7} {'median':>6} " + " ".join(_cell(median[k]) for k in KINDS) + f"{cpu:>27.0f}us")
+    if streams >= 64:  # the target's load
+        print(f"{'':>14} {target_verdict(median)}")
+
+
+def target_verdict(median: dict[str, tuple[float, float, float]]) -> str:
+    """Whether the median run's p90 of first, middle and last chunks is each within TARGET_P90_MS."""
+    over = [f"{kind} {median[kind][1]:.2f} ms" for kind in ("first", "middle", "last") if median[kind][1] > TARGET_P90_MS]
+    return f"p90 within {TARGET_P90_MS:g} ms: " + ("met" if not over else "not met (" + ", ".join(over) + ")")
 
 
 def _loadavg() -> str:
