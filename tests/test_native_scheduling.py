@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import collections
 
+import pytest
+
 from specbench.load import native
 from specbench.load.native import NativeEngine, SendTime
 
@@ -191,3 +193,36 @@ def test_a_finished_stream_is_parsed_off_the_loop_and_stored_before_the_slots_ne
     longest_gap = asyncio.run(main())
     assert parse_thread and parse_thread[0] != loop_thread[0]
     assert longest_gap < 0.15  # parsed on the loop, it would stand still for the whole 0.3 s
+
+
+@pytest.mark.servers  # a real-time loopback server: scheduled first (tests/conftest.py)
+def test_a_records_wall_clock_start_is_when_its_body_was_written_not_when_it_asked(monkeypatch):
+    """started_at (the wall clock: CloudWatch's timestamps and every busy window, analysis/cost.window)
+    and sent_monotonic_s (where TTFT and every chunk's stamp count from) are one moment, the body's
+    write, however long a request waited for its launch turn. Taken when it asked, started_at ran
+    ahead of the end-to-end latency by the wait: busy windows shifted by waits of different lengths
+    overlapped as they never did on the wire, and a paced run's throughput came out above what the
+    servers' own record allows (tests/test_cost.py, 1 run in 5 on a busy machine)."""
+    import time
+
+    from specbench.emulator.server import EmulatorProfile, EmulatorServer
+    from specbench.load.types import Endpoint, LoadSpec, PreparedCase
+    from specbench.prompts.suite import DEFAULT_SUITE
+
+    wait_s = 0.08
+    turn = NativeEngine._launch_turn
+
+    async def late_turn(self, sent: SendTime) -> None:  # a turn that comes wait_s late
+        await asyncio.sleep(wait_s)
+        await turn(self, sent)
+
+    monkeypatch.setattr(NativeEngine, "_launch_turn", late_turn)
+    case = DEFAULT_SUITE.test_cases[0]
+    with EmulatorServer(EmulatorProfile(target_step_s=0.002, prefill_base_s=0.002, prefill_s_per_token=0.0)) as server:
+        load = LoadSpec("Qwen/Qwen3-32B", 4, 2, 3, 30.0)
+        records = asyncio.run(NativeEngine().run(Endpoint("svc", server.url), PreparedCase(case, case.text, 5), load, "r", lambda r: None))
+    wall_minus_monotonic = time.time() - time.perf_counter()
+    assert len(records) == 3 and all(r.ok for r in records), [r.error_msg for r in records]
+    for r in records:
+        # The two clocks' offset, to well within the wait (it moves only if the wall clock is set).
+        assert abs(r.started_at - r.sent_monotonic_s - wall_minus_monotonic) < wait_s / 4, r.request_index

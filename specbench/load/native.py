@@ -856,8 +856,8 @@ class NativeEngine:
         read_limit: int = stream_read_limit(4096),
     ) -> None:
         """Send one request and keep its reads with their arrival times; never raises but cancellation."""
-        raw.record.started_at = time.time()
-        sent = SendTime(time.perf_counter())
+        raw.record.started_at = time.time()  # a request never written keeps the moment it asked
+        sent = SendTime(asked := time.perf_counter())
         if not self._open:
             self._gc_was_enabled = gc.isenabled()
             gc.disable()  # see _quiet_again
@@ -873,6 +873,11 @@ class NativeEngine:
                 url, data=payload, headers=headers, timeout=timeout, trace_request_ctx=sent, allow_redirects=False
             ) as response:
                 started = raw.record.sent_monotonic_s = sent.at  # the request's last byte went to the socket: the clock starts
+                # The wall clock at that same moment, not when the request asked for its launch turn:
+                # every busy window is [started_at, + end-to-end] (analysis/cost.window), and windows
+                # shifted back by launch waits of different lengths overlap as they never did on the
+                # wire (a busy time short by the waits, so a throughput too high).
+                raw.record.started_at += started - asked
                 content_type = response.headers.get("Content-Type", "")
                 if response.status != 200 or response.content_type.lower() != EVENT_STREAM:
                     body = b""
