@@ -88,7 +88,7 @@ class RequestRecord:
     prompt_class: str
     engine: str
     request_index: int
-    started_at: float  # wall clock, seconds since the epoch: the CloudWatch timestamp
+    started_at: float  # wall clock (s since the epoch) at the body's write, as sent_monotonic_s: CloudWatch timestamp, busy window start
     prompt_id: str = ""  # the dataset item the request sent (suites with dataset sources); "" for text cases
     error_code: int | None = None
     error_msg: str = ""
