@@ -1005,6 +1005,14 @@ def command_preflight(args: argparse.Namespace) -> int:
     # The CDK CLI reads AWS_REGION, then AWS_DEFAULT_REGION and the profile (botocore's region_name).
     cli_region = os.environ.get("AWS_REGION", "").strip() or session.region_name or ""
     region = str(context.get("env.region", "") or "").strip() or cli_region or "us-east-1"
+    # Bad settings are a usage error whatever the credentials: checked before any call to AWS. No
+    # rule reads the account but for its form (config/validate.py), so the offline default stands
+    # in until STS names the caller's.
+    try:
+        load_config(context, {k: v for k, v in os.environ.items() if k != "CDK_DEFAULT_ACCOUNT"} | {"CDK_DEFAULT_REGION": region})
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_USAGE
     try:
         identity = account.caller_identity(session, region)
     except (ClientError, *account.OTHER_ERRORS) as error:

@@ -966,6 +966,22 @@ def test_the_command_reports_bad_settings_and_no_credentials_in_one_line(moto_se
     assert none.returncode == 1 and len(none.stderr.strip().splitlines()) == 1 and "NoCredentialsError" in none.stderr
 
 
+def test_bad_settings_are_reported_before_any_call_to_aws(monkeypatch, capsys):
+    """No credentials and nothing listening at the endpoint: a bad setting is still the one-line
+    usage error naming the field (exit 2), not a credentials error from the identity call."""
+    from specbench import cli
+
+    for name in [n for n in os.environ if n.startswith(("AWS_", "CDK_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert cli.main(["preflight", "-c", "neuron_nodes.capacity_mode=spot"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "neuron_nodes.capacity_mode" in err and "spot" in err and "GetCallerIdentity" not in err
+
+
 def test_preflight_is_not_in_the_jobs_zip():
     """Only a checkout runs it (it reads config/): neither it nor boto3's preflight layer reaches the Job."""
     from specbench import bundle
