@@ -216,7 +216,7 @@ class BenchmarkSettings:
     request_timeout_seconds: int = setting(1200, "Timeout of one request, seconds (the reference run's `--timeout`).")
     max_consecutive_failures: int = setting(
         8,
-        "Native engine's circuit breaker: after this many failed requests of one service in a row, nothing more is sent to it "
+        "The circuit breaker (both engines): after this many failed requests of one service in a row, nothing more is sent to it "
         "this run (each recorded as `not_sent`; docs/benchmark.md#circuit-breaker); 0 never stops (0 to 100000).",
     )
     metrics_namespace: str = setting("Qwen/LLMPerf", "CloudWatch namespace of the benchmark metrics.")

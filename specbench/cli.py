@@ -151,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
         "--max-consecutive-failures",
         type=non_negative_int,
         default=LoadSpec.max_consecutive_failures,
-        help="native engine: after this many failed requests in a row, send nothing more to that endpoint this run "
+        help="either engine: after this many failed requests in a row, send nothing more to that endpoint this run "
         "(recorded as not_sent); 0 never stops (default: %(default)s)",
     )
     run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")

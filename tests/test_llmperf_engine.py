@@ -17,7 +17,7 @@ from specbench.load.llmperf_engine import LlmperfEngine, parse_lines, record_fro
 from specbench.load.native import NativeEngine
 from specbench.load.types import Endpoint, LoadSpec, PreparedCase
 from specbench.prompts.suite import DEFAULT_SUITE
-from specbench.results.records import CLIENT_ERROR, FIGURE_DEFINITIONS
+from specbench.results.records import CLIENT_ERROR, FIGURE_DEFINITIONS, NOT_SENT, error_kinds
 from specbench.results.store import LocalStore, RunStore
 from specbench.runner import Runner, RunPlan
 
@@ -296,3 +296,43 @@ def test_requests_in_flight_when_the_run_stops_are_recorded_as_interrupted():
         asyncio.run(go(server.url))
     codes = sorted((r.request_index, r.error_code) for r in got)
     assert codes == [(0, None), (1, None), (2, None), (3, None), (4, INTERRUPTED), (5, INTERRUPTED)]
+
+
+def test_an_endpoint_that_fails_every_request_is_stopped_after_the_threshold_and_every_request_is_recorded():
+    """The native engine's circuit breaker, in this engine too (it had none: a dead endpoint took
+    every request's timeout): after max_consecutive_failures failed requests in a row nothing more is
+    sent to the endpoint, in this test case and the next; each request kept back is a not_sent
+    record, so the counts add up; one line says so. With 2 slots, the other slot's request may still
+    be in flight when the breaker opens: 3 or 4 reach the server."""
+    lines: list[str] = []
+    faults = {ordinal: "http_500" for ordinal in range(40)}
+    profile = EmulatorProfile(target_step_s=0.002, prefill_base_s=0.002, prefill_s_per_token=0.0, faults=faults)
+    load = LoadSpec(MODEL, 10, 2, 8, 10.0, max_consecutive_failures=3)
+    with EmulatorServer(profile) as server:
+        engine = LlmperfEngine(StandInBackend(), log=lines.append)
+        endpoint = Endpoint("qwen-sd-vllm", server.url)
+
+        async def two_cases():
+            try:
+                return [await engine.run(endpoint, PREPARED, load, "r", lambda record: None) for _ in range(2)]
+            finally:
+                engine.close()
+
+        first, second = asyncio.run(two_cases())
+        received = len(server.truth)  # ground truth: the completions the server got
+    assert received in (3, 4)
+    assert [r.request_index for r in first] == list(range(8)) and len(second) == 8
+    assert [r.error_code for r in first[:received]] == [500] * received
+    kept_back = first[received:] + second
+    assert all(r.error_code == NOT_SENT and r.error_kind == "" and "circuit breaker" in r.error_msg for r in kept_back)
+    assert error_kinds(first + second) == {"http_status": received, "not_sent": 16 - received}
+    assert len(lines) == 1 and "qwen-sd-vllm: circuit breaker open after 3 consecutive failed requests" in lines[0]
+
+
+def test_request_outcome_names_the_failures_record_from_llmperf_makes():
+    from specbench.load.llmperf_engine import request_outcome
+
+    assert request_outcome({}, {"lines": [(0.1, 'data: {"choices": [{"delta": {"content": "a"}}]}')]}) == (True, "")
+    assert request_outcome({}, {"lines": []}) == (False, "empty completion: no content chunk arrived")
+    ok, why = request_outcome({"error_code": 503, "error_msg": "busy"}, {})
+    assert not ok and why.startswith("llmperf error 503: ")

@@ -35,8 +35,17 @@ from typing import Any, Protocol
 import aiohttp
 
 from specbench.load.endpoints import count_tokens_async
+from specbench.load.native import CircuitBreaker, breaker_opened_line, not_sent_message
 from specbench.load.types import Endpoint, LoadSpec, OnRecord, PreparedCase
-from specbench.results.records import CLIENT_ERROR, COUNT_FROM_LLAMA2, COUNT_FROM_TOKENIZER, INTERRUPTED, RequestRecord, stream_metrics
+from specbench.results.records import (
+    CLIENT_ERROR,
+    COUNT_FROM_LLAMA2,
+    COUNT_FROM_TOKENIZER,
+    INTERRUPTED,
+    NOT_SENT,
+    RequestRecord,
+    stream_metrics,
+)
 
 LLAMA2_TOKENIZER = "hf-internal-testing/llama-tokenizer"  # what llmperf counts with (token_benchmark_ray.py)
 API_KEY = "specbench"  # llmperf's client insists on a non-empty OPENAI_API_KEY
@@ -149,6 +158,17 @@ def record_from_llmperf(
     return record
 
 
+def request_outcome(metrics: dict[str, Any], trace: dict[str, Any]) -> tuple[bool, str]:
+    """Whether one llmperf result will be a successful record, and why not, as soon as it returns
+    (for the circuit breaker; the record itself is made after the endpoint's traffic): the failures
+    record_from_llmperf makes without counting tokens (an llmperf error, no content chunk)."""
+    if metrics.get("error_code") is not None:
+        return False, f"llmperf error {metrics['error_code']}: {llmperf_error_message(metrics, trace)}"
+    if not parse_lines(trace.get("lines") or []).texts:
+        return False, "empty completion: no content chunk arrived"
+    return True, ""
+
+
 # The llmperf side, behind a small interface so tests can stand in for it -----------------------
 
 
@@ -213,8 +233,11 @@ class RayBackend:
 class LlmperfEngine:
     name = "llmperf"
 
-    def __init__(self, backend: Backend | None = None) -> None:
+    def __init__(self, backend: Backend | None = None, log: Callable[[str], None] = print) -> None:
         self._backend: Backend = backend or RayBackend()
+        self.log = log
+        # One circuit breaker per endpoint for the whole run, as the native engine's (LoadSpec.max_consecutive_failures).
+        self.breakers: dict[str, CircuitBreaker] = {}
         self._count_llama2: Callable[[str], int] | None = None
         self._clients: dict[str, list[Any]] = {}
         self._failed: dict[str, str] = {}  # endpoint -> why its clients could not be started
@@ -269,6 +292,9 @@ class LlmperfEngine:
                 records.append(record)
             return records
 
+        breaker = self.breakers.setdefault(endpoint.name, CircuitBreaker(load.max_consecutive_failures))
+        breaker.threshold = load.max_consecutive_failures
+        was_open = breaker.opened
         loop = asyncio.get_running_loop()
         # One thread per slot: the blocking waits must not queue behind each other (the default
         # executor has min(32, CPUs + 4) threads, fewer than 2 endpoints x 4 slots on 2 CPUs).
@@ -296,6 +322,12 @@ class LlmperfEngine:
             async def slot(client: Any) -> None:
                 launcher = self._backend.launcher([client])
                 for index in queue:  # shared: the next request goes to whichever slot is free first
+                    if breaker.opened:  # recorded, not sent: the endpoint's counts still add up
+                        record = self._error_record(endpoint, prepared, run_id, index, not_sent_message(endpoint.name, breaker))
+                        record.error_code = NOT_SENT
+                        on_record(record)
+                        records.append(record)
+                        continue
                     config = self._backend.request_config(
                         model=load.model,
                         prompt=(prepared.prompt, prepared.prompt_tokens),
@@ -310,6 +342,8 @@ class LlmperfEngine:
                         outs = [({"error_code": CLIENT_ERROR, "error_msg": f"{type(error).__name__}: {error}"}, "", config, {})]
                     in_flight.discard(index)
                     finished.extend((out, index) for out in outs)
+                    for metrics, _text, _config, trace in outs:
+                        breaker.feed(*request_outcome(metrics, trace))
 
             try:
                 await asyncio.gather(*(slot(client) for client in self._clients[endpoint.name][: load.concurrency]))
@@ -326,6 +360,8 @@ class LlmperfEngine:
                 pool.shutdown(wait=False)
                 if pool in self._pools:
                     self._pools.remove(pool)
+        if breaker.opened and not was_open:
+            self.log(breaker_opened_line(endpoint.name, breaker))
         return sorted(records, key=lambda r: r.request_index)
 
     async def _record(

@@ -602,12 +602,22 @@ def arrival_offsets(rate: float, count: int, seed: int) -> list[float]:
 def not_sent(raw: RawStream, endpoint: Endpoint, breaker: CircuitBreaker) -> None:
     """A request the open breaker kept back: recorded, so the endpoint's counts still add up."""
     raw.record.started_at = time.time()
-    raw.error = StreamError(
-        NOT_SENT,
-        f"not sent: {endpoint.name}'s circuit breaker opened after {breaker.threshold} consecutive failures ({breaker.reason[:200]})",
-        "not_sent",
-    )
+    raw.error = StreamError(NOT_SENT, not_sent_message(endpoint.name, breaker), "not_sent")
     raw.finished = True
+
+
+def not_sent_message(name: str, breaker: CircuitBreaker) -> str:
+    """A not_sent record's message (both engines)."""
+    return f"not sent: {name}'s circuit breaker opened after {breaker.threshold} consecutive failures ({breaker.reason[:200]})"
+
+
+def breaker_opened_line(name: str, breaker: CircuitBreaker) -> str:
+    """The one line printed when an endpoint's breaker opens (both engines)."""
+    return (
+        f"specbench: {name}: circuit breaker open after {breaker.failures} consecutive failed requests "
+        f"(last: {breaker.reason[:160]}); nothing more is sent to it this run (its requests are recorded as not_sent), "
+        "the other endpoints go on"
+    )
 
 
 class NativeEngine:
@@ -803,11 +813,7 @@ class NativeEngine:
             records.append(record)
         if endpoint.name in self._opened:
             self._opened.remove(endpoint.name)
-            self.log(
-                f"specbench: {endpoint.name}: circuit breaker open after {breaker.failures} consecutive failed requests "
-                f"(last: {breaker.reason[:160]}); nothing more is sent to it this run (its requests are recorded as not_sent), "
-                "the other endpoints go on"
-            )
+            self.log(breaker_opened_line(endpoint.name, breaker))
         return sorted(records, key=lambda r: r.request_index)
 
     def _quiet_again(self) -> None:

@@ -40,7 +40,7 @@ class LoadSpec:
     # Open loop: requests arrive as a Poisson process at this rate (requests/s, a seeded schedule),
     # however many are in flight; None is the closed loop of ``concurrency`` requests in flight.
     request_rate: float | None = None
-    # The native engine's circuit breaker: after this many consecutive failed requests of one
+    # The circuit breaker (both engines): after this many consecutive failed requests of one
     # endpoint nothing more is sent to it this run (each request not sent is recorded as not_sent);
     # 0 never stops. specbench.load.native.CircuitBreaker.
     max_consecutive_failures: int = 8
