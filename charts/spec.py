@@ -578,9 +578,17 @@ def settings_snapshot(
     return snapshot
 
 
-def settings_hash(settings: dict[str, Any]) -> str:
-    """Short, stable digest of a settings dict (key order does not matter)."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+def settings_hash(settings: dict[str, Any], bucket_name: str = "") -> str:
+    """Short, stable digest of a settings dict (key order does not matter). ``bucket_name``, where
+    given, is hashed as a placeholder: in the CDK app the bucket's name is a token whose text
+    (``${Token[TOKEN.812]}``) numbers it among every token the process made before it, so a hash
+    over it would change with the app's construct order (a resource added elsewhere, an aws-cdk-lib
+    upgrade) and rename objects whose content did not change; a sweep Job renamed on deploy is a new
+    sweep, its node-hours spent again."""
+    text = json.dumps(settings, sort_keys=True)
+    if bucket_name:
+        text = text.replace(bucket_name, "<results bucket>")
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def instance_labels(name: str) -> dict[str, str]:

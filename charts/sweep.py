@@ -366,7 +366,7 @@ def facts_job(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         spec.benchmark.results_uri,
         expectations(spec, server),
     )
-    job["metadata"]["name"] = f"{hardware_facts.NAME}-{settings_hash(job['spec'])[:8]}"
+    job["metadata"]["name"] = f"{hardware_facts.NAME}-{settings_hash(job['spec'], spec.benchmark.bucket_name)[:8]}"
     return job
 
 
@@ -390,7 +390,8 @@ def sweep_objects(spec: SweepSpec) -> tuple[dict[str, Any], ...]:
     files = {UNITS: units_file(spec), LAUNCHER.name: LAUNCHER.read_text(), RUNNER.name: RUNNER.read_text(), FACTS.name: FACTS.read_text()}
     if spec.suite_json:
         files[SUITE] = spec.suite_json
-    digest = settings_hash({"files": files, "job": job_spec(spec, NAME), "code": spec.benchmark.digest()})[:8]
+    hashed = {"files": files, "job": job_spec(spec, NAME), "code": spec.benchmark.digest()}
+    digest = settings_hash(hashed, spec.benchmark.bucket_name)[:8]
     config_map = f"{NAME}-{digest}"
     job = job_spec(spec, config_map)
     objects: list[dict[str, Any]] = [
