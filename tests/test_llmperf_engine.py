@@ -336,3 +336,26 @@ def test_request_outcome_names_the_failures_record_from_llmperf_makes():
     assert request_outcome({}, {"lines": []}) == (False, "empty completion: no content chunk arrived")
     ok, why = request_outcome({"error_code": 503, "error_msg": "busy"}, {})
     assert not ok and why.startswith("llmperf error 503: ")
+
+
+def test_a_result_llmperf_garbled_is_an_error_record_and_counts_toward_the_breaker():
+    """A result that is not llmperf's (metrics, text, config) plus our trace never stops the run: it
+    becomes an "unreadable llmperf result" record, and counts as a failure for the breaker."""
+
+    class Garbling:
+        def launch_requests(self, config):
+            self.config = config
+
+        def get_next_ready(self):
+            return [("not", "a result")]
+
+    class GarblingBackend(StandInBackend):
+        def launcher(self, clients):
+            return Garbling()
+
+    lines: list[str] = []
+    load = LoadSpec(MODEL, 10, 1, 5, 10.0, max_consecutive_failures=2)
+    records = run_engine(LlmperfEngine(GarblingBackend(), log=lines.append), Endpoint("e", "http://127.0.0.1:9"), load)
+    assert [r.request_index for r in records] == list(range(5))
+    assert all(r.error_code == CLIENT_ERROR and r.error_msg.startswith("unreadable llmperf result: ") for r in records[:2])
+    assert all(r.error_code == NOT_SENT for r in records[2:]) and len(lines) == 1

@@ -342,8 +342,13 @@ class LlmperfEngine:
                         outs = [({"error_code": CLIENT_ERROR, "error_msg": f"{type(error).__name__}: {error}"}, "", config, {})]
                     in_flight.discard(index)
                     finished.extend((out, index) for out in outs)
-                    for metrics, _text, _config, trace in outs:
-                        breaker.feed(*request_outcome(metrics, trace))
+                    for out in outs:
+                        try:
+                            metrics, _text, _config, trace = out
+                            ok, why = request_outcome(metrics, trace)
+                        except Exception as error:  # noqa: BLE001 - finish() records it as unreadable; a failure here too
+                            ok, why = False, f"unreadable llmperf result: {type(error).__name__}: {error}"
+                        breaker.feed(ok, why)
 
             try:
                 await asyncio.gather(*(slot(client) for client in self._clients[endpoint.name][: load.concurrency]))
