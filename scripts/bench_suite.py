@@ -11,8 +11,9 @@ processes it waited for. The syntheses leave their start and end marks and, from
 their CPU in the session's assemblies folder (tests/conftest.py). The report splits each worker's
 wall time into start-up and collection, test bodies on CPU, test bodies waiting (wall minus CPU:
 loopback servers, sleeps, a synthesis not yet done, jsii's Node.js process), and idle (no test
-running: waiting for the other worker at the end); then the syntheses, and the slowest files.
-CPU and wall figures are both printed: on a shared machine only the CPU figures compare.
+running: waiting for the other worker at the end); then the syntheses, the slowest files, and how
+many cores the whole machine kept busy in each second of the run. CPU and wall figures are both
+printed: on a shared machine only the CPU figures compare.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -191,6 +193,35 @@ def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> s
     return "\n".join(lines)
 
 
+def machine_cpu() -> tuple[int, int] | None:
+    """The machine's CPU time so far, all and idle (idle + iowait), in clock ticks: /proc/stat's
+    first line (Linux proc(5): user nice system idle iowait irq softirq steal ...); None elsewhere."""
+    try:
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(ticks), ticks[3] + ticks[4]
+
+
+def busy_cores(samples: list[tuple[int, int]], cores: int) -> list[float]:
+    """Cores busy between each two samples of machine_cpu (pure): the share of ticks not idle, times
+    the cores. It shows what one figure of the whole run hides: cores idle while tests wait."""
+    busy = []
+    for (total0, idle0), (total1, idle1) in zip(samples, samples[1:], strict=False):
+        ticks = total1 - total0
+        busy.append(cores * (ticks - (idle1 - idle0)) / ticks if ticks > 0 else 0.0)
+    return busy
+
+
+def _sample_every_second(samples: list[tuple[int, int]], stop: threading.Event) -> None:
+    while True:
+        sample = machine_cpu()
+        if sample is not None:
+            samples.append(sample)
+        if stop.wait(1.0):
+            return
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (make test: 2)")
@@ -206,13 +237,22 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "scripts"), env.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "pytest", "-n", str(args.workers), "--dist", args.dist, "-q", "-p", "bench_suite"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        samples: list[tuple[int, int]] = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_every_second, args=(samples, stop), daemon=True)
         started = time.monotonic()
+        sampler.start()
         result = subprocess.run([*command, *args.pytest_args], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
         wall = time.monotonic() - started
+        stop.set()
+        sampler.join()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         total_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         print(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "(no pytest output)")
         print(report(_read(Path(folder)), wall, total_cpu))
+        if len(samples) > 1:
+            shown = " ".join(f"{value:.1f}" for value in busy_cores(samples, os.cpu_count() or 1))
+            print(f"\ncores busy, each second of the run (the whole machine, /proc/stat): {shown}")
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             for path in Path(folder).glob("*.jsonl"):

@@ -8,7 +8,7 @@ import json
 import math
 import os
 
-from scripts.bench_suite import _bash_times, _read, report
+from scripts.bench_suite import _bash_times, _read, busy_cores, machine_cpu, report
 
 
 def test_bash_times_gives_the_childrens_cpu():
@@ -55,3 +55,12 @@ def test_each_workers_wall_time_is_split_into_start_up_cpu_waiting_and_idle(tmp_
     assert "syntheses 9.5 s CPU; lint tests (cfn-lint, cdk-nag report, ruff) 1.0 s wall, 1.0 s CPU; test bodies 3.5 s CPU" in lines
     assert "| tests/test_a.py | 4.0 | 2.5 | 1 |" in lines
     assert lines[0].startswith("wall 40.0 s, CPU of the whole process tree 50.0 s")
+
+
+def test_cores_busy_each_second_from_the_machines_cpu_ticks():
+    # Two cores: 200 ticks a second; 200 busy, then 60 of 200, then no tick at all.
+    samples = [(1000, 500), (1200, 500), (1400, 640), (1400, 640)]
+    assert busy_cores(samples, 2) == [2.0, 0.6, 0.0]
+    assert busy_cores(samples[:1], 2) == []
+    sample = machine_cpu()
+    assert sample is None or (sample[0] >= sample[1] >= 0)

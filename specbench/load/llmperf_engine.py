@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from specbench.load.endpoints import count_tokens_async
-from specbench.load.native import CircuitBreaker, breaker_opened_line, not_sent_message
+from specbench.load.native import CircuitBreaker, breaker_opened_line, endpoint_breaker, not_sent_message
 from specbench.load.types import Endpoint, LoadSpec, OnRecord, PreparedCase
 from specbench.results.records import (
     CLIENT_ERROR,
@@ -292,8 +292,7 @@ class LlmperfEngine:
                 records.append(record)
             return records
 
-        breaker = self.breakers.setdefault(endpoint.name, CircuitBreaker(load.max_consecutive_failures))
-        breaker.threshold = load.max_consecutive_failures
+        breaker = endpoint_breaker(self.breakers, endpoint, load)
         was_open = breaker.opened
         loop = asyncio.get_running_loop()
         # One thread per slot: the blocking waits must not queue behind each other (the default

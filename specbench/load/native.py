@@ -611,6 +611,14 @@ def not_sent_message(name: str, breaker: CircuitBreaker) -> str:
     return f"not sent: {name}'s circuit breaker opened after {breaker.threshold} consecutive failures ({breaker.reason[:200]})"
 
 
+def endpoint_breaker(breakers: dict[str, CircuitBreaker], endpoint: Endpoint, load: LoadSpec) -> CircuitBreaker:
+    """The endpoint's breaker in an engine's ``breakers`` (one per endpoint for the whole run: the
+    engine outlives the test cases), at this load's threshold (both engines)."""
+    breaker = breakers.setdefault(endpoint.name, CircuitBreaker(load.max_consecutive_failures))
+    breaker.threshold = load.max_consecutive_failures
+    return breaker
+
+
 def breaker_opened_line(name: str, breaker: CircuitBreaker) -> str:
     """The one line printed when an endpoint's breaker opens (both engines)."""
     return (
@@ -658,9 +666,7 @@ class NativeEngine:
         return self._names[endpoint.name]
 
     def breaker(self, endpoint: Endpoint, load: LoadSpec) -> CircuitBreaker:
-        breaker = self.breakers.setdefault(endpoint.name, CircuitBreaker(load.max_consecutive_failures))
-        breaker.threshold = load.max_consecutive_failures
-        return breaker
+        return endpoint_breaker(self.breakers, endpoint, load)
 
     async def run(
         self, endpoint: Endpoint, prepared: PreparedCase, load: LoadSpec, run_id: str, on_record: OnRecord
