@@ -66,11 +66,16 @@ lint: dev-deps synth
 	$(BIN)/cfn-lint --regions us-east-2 -- cdk.out/*.template.json
 
 # Read the account (read-only, your credentials) for what `cdk deploy` needs, one line per check
-# (docs/preflight.md): make preflight [CONTEXT="-c key=value ..."]. Exit 0 all passed, 1 a failure,
-# 3 warnings only. Instance metadata stays off as in every target: on an EC2 instance role, run it
-# with AWS_EC2_METADATA_DISABLED=false.
+# (docs/preflight.md): make preflight [CONTEXT="-c key=value ..."]. GNU make exits 2 whenever a
+# recipe fails ("How to Run make"), so preflight's own code (1 a failure, 2 bad settings, 3 warnings
+# only) cannot reach the shell through make: the recipe prints it, and scripts/preflight (the
+# README's command) exits with it. Instance metadata stays off as in every target: on an EC2
+# instance role, run it with AWS_EC2_METADATA_DISABLED=false.
+PREFLIGHT_MEANING := ([1]="a check failed" [2]="bad arguments or settings" [3]="warnings only")
 preflight: $(VENV)/.runtime
-	$(BIN)/python -m specbench preflight $(CONTEXT)
+	@scripts/preflight $(CONTEXT); code=$$?; meaning=$(PREFLIGHT_MEANING); \
+	if [ $$code -ne 0 ]; then echo "make preflight: preflight exited $$code ($${meaning[$$code]:-see docs/preflight.md}); GNU make reports any failure as 2; scripts/preflight with the same -c settings exits $$code itself" >&2; fi; \
+	exit $$code
 
 # Plain YAML of the serving objects (the same charts cdk deploy applies) for kubectl or GitOps:
 #   make dist BUCKET=<DataBucketName output of SpecDecodeData> [CONTEXT="-c key=value ..."]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from config import ConfigError, PlatformConfig, Problem, catalog, layout, serving_stacks
-from config.cost import node_price
+from config.cost import price_choice
 from config.sweep import enabled as sweep_enabled
 from config.sweep import sweep_variants
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
@@ -555,10 +555,10 @@ def settings_snapshot(
     # What the cost per million output tokens uses (specbench/analysis/cost.py): the node's price and
     # where it came from, how many servers of this size one node holds, and the goodput SLOs.
     cores = shared.instance.logical_cores(shared.logical_nc_config)
-    price, price_source = node_price(config)
+    price = price_choice(config)
     snapshot["cost"] = {
-        "node_price_per_hour": price or 0,
-        "price_source": price_source,
+        "node_price_per_hour": price.per_hour or 0,
+        "price_source": price.source,
         "instance_type": shared.instance_type,
         "logical_cores_per_node": cores,
         "servers_per_node": servers_per_node(cores, shared.tensor_parallel_size),
@@ -566,6 +566,8 @@ def settings_snapshot(
         f"// TP {shared.tensor_parallel_size}",
         "slo": {"ttft_ms": config.sweep.slo_ttft_ms, "tpot_ms": config.sweep.slo_tpot_ms},
     }
+    if price.entry is not None:  # the catalog's entry: its report says how old it is at the run
+        snapshot["cost"]["price_entry"] = price.entry.to_dict()
     if datasets:  # a dataset-backed suite: each source, its revision, sha256 and licence, as the suite pins them
         snapshot["benchmark"]["datasets"] = datasets
     if sweep_enabled(config):  # only then: the default snapshot stays as it was

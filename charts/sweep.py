@@ -22,7 +22,10 @@ exits. Two layouts (``sweep.pod_layout``):
   sidecar-containers/); the kubelet stops the sidecar when the client exits ("Once all regular
   containers have completed, all init containers with restartPolicy Always will be shut down": the
   Container API's ``restartPolicy`` field). Native sidecars: on by default since Kubernetes 1.29,
-  stable in 1.33; config/sweep.py checks the version.
+  stable in 1.33; config/sweep.py checks the version. The kubelet allocates the sidecar's devices and
+  keeps them for it (pkg/kubelet/cm/devicemanager ``ManagerImpl.Allocate`` does not hand a restartable
+  init container's devices on: kubernetes/kubernetes PR 120461); how the Neuron scheduler extension
+  handles a restartable init container's request is not documented.
 
 Queueing is Kubernetes': ``parallelism`` is the number of units the free Neuron capacity holds
 (config/sweep.py), the Job controller starts the lowest pending indexes first (kubernetes/kubernetes

@@ -161,22 +161,4 @@ SCHEDULER_MAX_MINOR_LAG = 1
 GP3_MIBPS_PER_IOPS = 0.25
 
 
-# No on-demand list price for trn2.48xlarge was found in the Pricing API (only Capacity Block
-# products); a 24-hour Capacity Block was offered at $35.76/h in ap-south-2 in October 2026.
-TRN2_CAPACITY_BLOCK_OBSERVED = 35.76
-TRN2_CAPACITY_BLOCK_REGION, TRN2_CAPACITY_BLOCK_DATE = "ap-south-2", "2026-10"
-# Capacity Block prices change with supply and demand and are charged at purchase (REFERENCE.md 6):
-# every price is the user's setting (results.node_price_per_hour); this is one observed offer.
-RECORDED_NODE_PRICES = {
-    "trn2.48xlarge": (
-        TRN2_CAPACITY_BLOCK_OBSERVED,
-        f"24-hour Capacity Block offer seen in {TRN2_CAPACITY_BLOCK_REGION}, {TRN2_CAPACITY_BLOCK_DATE} (config/catalog.py); "
-        "set yours with -c results.node_price_per_hour=...",
-    )
-}
-PRICE_SETTING_SOURCE = "setting results.node_price_per_hour"
-
-
-def recorded_node_price(instance_type: str) -> tuple[float, str] | None:
-    """The price recorded here for one node of ``instance_type`` and where it came from, or None."""
-    return RECORDED_NODE_PRICES.get(instance_type)
+# Node prices: the price catalog, config/prices.py (by instance type, region and capacity mode).

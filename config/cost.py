@@ -2,25 +2,17 @@
 ``python -m config.cost [key=value ...]`` (e.g. ``system_nodes.desired_size=3``).
 
 The README's cost table is this module's output for the defaults (tests/test_docs.py checks it).
-Prices are us-east-2 on-demand list prices recorded by hand (nothing here is fetched); they are a
-planning aid, not a quote.
+Prices other than the Neuron node's are us-east-2 on-demand list prices recorded by hand; the
+Neuron node's is the price catalog's entry for the deployment's region and capacity mode
+(config/prices.py), or the user's setting. Nothing here is fetched: a planning aid, not a quote.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The recorded node prices are static facts beside the instance shapes (config/catalog.py), where
-# config/loader.py reads them to derive results.node_price_per_hour; re-exported here.
-from .catalog import (
-    PRICE_SETTING_SOURCE,
-    RECORDED_NODE_PRICES,
-    TRN2_CAPACITY_BLOCK_DATE,
-    TRN2_CAPACITY_BLOCK_OBSERVED,
-    TRN2_CAPACITY_BLOCK_REGION,
-    recorded_node_price,
-)
 from .model import PlatformConfig
+from .prices import PriceEntry, catalog_entry, missing_price
 
 HOURS_PER_MONTH = 730
 PRICES_USD = {
@@ -31,31 +23,37 @@ PRICES_USD = {
     "gp3_mibps_month_over_125": 0.04,
     "instance_hour": {"m7i.large": 0.1008, "m7i.xlarge": 0.2016, "m7i.2xlarge": 0.4032, "m6i.xlarge": 0.192, "m5.xlarge": 0.192},
 }
-__all__ = [
-    "RECORDED_NODE_PRICES",
-    "TRN2_CAPACITY_BLOCK_DATE",
-    "TRN2_CAPACITY_BLOCK_OBSERVED",
-    "TRN2_CAPACITY_BLOCK_REGION",
-    "node_price",
-    "recorded_node_price",
-]
+PRICE_SETTING_SOURCE = "setting results.node_price_per_hour"
+
+
+@dataclass(frozen=True)
+class NodePriceChoice:
+    """The node price a deployment records: USD per hour (None: no price), where it came from, and
+    the catalog entry it is (None: the user's setting, or no price)."""
+
+    per_hour: float | None
+    source: str
+    entry: PriceEntry | None = None
+
+
+def price_choice(config: PlatformConfig) -> NodePriceChoice:
+    """The user's setting when given (0: no price), else the catalog entry for exactly this
+    instance type, region and capacity mode, else no price saying which one is missing."""
+    n, region, price = config.neuron_nodes, config.env.region, config.results.node_price_per_hour
+    if price is None:
+        entry = catalog_entry(n.instance_type, region, n.capacity_mode)
+        if entry is None:
+            return NodePriceChoice(None, missing_price(n.instance_type, region, n.capacity_mode))
+        return NodePriceChoice(entry.per_hour, entry.describe(None), entry)
+    if price == 0:
+        return NodePriceChoice(None, "no price (results.node_price_per_hour=0): cost not computed")
+    return NodePriceChoice(price, PRICE_SETTING_SOURCE)
 
 
 def node_price(config: PlatformConfig) -> tuple[float | None, str]:
     """The node price a run records (USD per hour; None: no price) and where it came from."""
-    price = config.results.node_price_per_hour
-    if price <= 0:
-        return None, "no price (results.node_price_per_hour=0, or none recorded for this instance type): cost not computed"
-    recorded = recorded_node_price(config.neuron_nodes.instance_type)
-    if recorded and recorded[0] == price:
-        return price, recorded[1]
-    return price, PRICE_SETTING_SOURCE
-
-
-def neuron_node_hour_price(instance_type: str) -> float | None:
-    """USD per hour of one Neuron node, for a sweep's plan: the Capacity Block price seen for
-    trn2.48xlarge; None for types without a recorded price."""
-    return TRN2_CAPACITY_BLOCK_OBSERVED if instance_type == "trn2.48xlarge" else None
+    chosen = price_choice(config)
+    return chosen.per_hour, chosen.source
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class CostLine:
 
 def hourly_cost(config: PlatformConfig) -> list[CostLine]:
     p = PRICES_USD
-    system, neuron = config.system_nodes, config.neuron_nodes
+    system, neuron, node = config.system_nodes, config.neuron_nodes, price_choice(config)
     instance_price = p["instance_hour"].get(system.instance_type)
     gp3 = (system.desired_size * system.disk_size_gib + neuron.desired_size * neuron.root_volume_gib) * p["gp3_gib_month"]
     gp3 += neuron.desired_size * (neuron.root_volume_iops - 3000) * p["gp3_iops_month_over_3000"]
@@ -82,19 +80,22 @@ def hourly_cost(config: PlatformConfig) -> list[CostLine]:
         CostLine(f"{config.network.nat_gateways} NAT gateway(s)", config.network.nat_gateways * p["nat_gateway_hour"], "+ $0.045/GB"),
         CostLine("gp3 root volumes (size, IOPS and throughput above baseline)", gp3 / HOURS_PER_MONTH),
         CostLine(
-            f"{neuron.desired_size} x {neuron.instance_type}",
-            None,
-            f"no on-demand list price published; Capacity Block seen at ${TRN2_CAPACITY_BLOCK_OBSERVED}/h",
+            f"{neuron.desired_size} x {neuron.instance_type} ({config.neuron_nodes.capacity_mode}, {config.env.region})",
+            None if node.per_hour is None else neuron.desired_size * node.per_hour,
+            node.source,
         ),
     ]
 
 
 def cost_table(config: PlatformConfig) -> str:
     lines = hourly_cost(config)
-    known = sum(line.per_hour for line in lines if line.per_hour is not None)
+    *others, neuron = lines
+    known = sum(line.per_hour for line in others if line.per_hour is not None)
     rows = ["| item | USD per hour | note |", "| --- | --- | --- |"]
     rows += [f"| {line.item} | {'-' if line.per_hour is None else f'{line.per_hour:.3f}'} | {line.note} |" for line in lines]
     rows.append(f"| **total without Trainium** | **{known:.2f}** | |")
+    if neuron.per_hour is not None:
+        rows.append(f"| **total** | **{known + neuron.per_hour:.2f}** | at the Trainium price above |")
     return "\n".join(rows)
 
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any, get_type_hints
 
+from specbench.analysis import prices
+
 from . import serving_stacks
-from .catalog import recorded_node_price
 from .errors import ConfigError, Problem
 from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, ServingSettings, sections
 from .numbers import parse_float, parse_int
@@ -27,6 +28,10 @@ _FALSE = ("false", "no", "0", "off")
 # `aws:cdk:...`, `availability-zones:account=...`) contain ':' or '/', so they never match.
 _SEPARATORS = re.compile(r"[:/]")
 _SETTING_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\.[A-Za-z0-9_.-]+\Z", re.ASCII)
+
+
+# Settings whose refusal names the allowed range even when the value is not a number at all.
+ALLOWED_WHEN_UNREADABLE = {"results.node_price_per_hour": prices.price_allowed()}
 
 
 def all_keys() -> list[str]:
@@ -50,7 +55,7 @@ def load_config(context: Mapping[str, Any], environ: Mapping[str, str] | None = 
             try:
                 values[f.name] = coerce(context[key], hints[f.name])
             except ValueError as err:
-                problems.append(Problem(key, context[key], str(err)))
+                problems.append(Problem(key, context[key], str(err), ALLOWED_WHEN_UNREADABLE.get(key, "")))
         built[name] = cls(**values)
     # Fields with unusable values keep their defaults, so every other rule still gets checked and
     # the user sees all problems at once; rules about (or derived from) a reported field are dropped.
@@ -104,11 +109,9 @@ def _fill_derived(config: PlatformConfig, environ: Mapping[str, str]) -> Platfor
     addons = config.addons
     if not addons.neuron_scheduler_image:
         addons = replace(addons, neuron_scheduler_image=f"registry.k8s.io/kube-scheduler:v{config.cluster.kubernetes_version}.0")
-    results = config.results
-    if results.node_price_per_hour == -1.0:  # not set: the price recorded for the instance type, else none (0)
-        recorded = recorded_node_price(neuron.instance_type)
-        results = replace(results, node_price_per_hour=recorded[0] if recorded else 0.0)
-    return replace(config, env=env, neuron_nodes=neuron, addons=addons, results=results, serving=_serving_derived(config.serving))
+    # results.node_price_per_hour stays None when left out: config/cost.py node_price takes the price
+    # catalog's entry then, so no value of the setting doubles as "not set".
+    return replace(config, env=env, neuron_nodes=neuron, addons=addons, serving=_serving_derived(config.serving))
 
 
 def _serving_derived(s: ServingSettings) -> ServingSettings:
@@ -142,13 +145,19 @@ def coerce(value: Any, kind: Any) -> Any:
         if isinstance(value, str):
             return parse_int(value)
         raise ValueError("expected a whole number")
+    if kind == (float | None):  # an optional number: None only when left out, so a value given is a number
+        return coerce(value, float)
     if kind is float:
         if isinstance(value, bool):
             raise ValueError("expected a number")
         if isinstance(value, (int, float)):
-            if not math.isfinite(value):  # json.loads reads NaN and Infinity in cdk.json
+            try:
+                number = float(value)
+            except OverflowError:  # an integer of hundreds of digits in cdk.json
+                raise ValueError("expected a number within a float's range") from None
+            if not math.isfinite(number):  # json.loads reads NaN and Infinity in cdk.json
                 raise ValueError("expected a finite number")
-            return float(value)
+            return number
         if isinstance(value, str):
             return parse_float(value)
         raise ValueError("expected a number")

@@ -244,14 +244,16 @@ class ResultsSettings:
         "draft step relative to one target step, for the dashboard's expected speedup (greater than 0, less than 1).",
     )
     bootstrap_resamples: int = setting(2000, "Bootstrap resamples of each speedup's 95% confidence interval (100 to 100000).")
-    # -1: not set, derived from config/cost.py; 0: no price (cost "not computed (no price)"); > 0: the user's price.
-    node_price_per_hour: float = setting(
-        -1.0,
+    # None (left out): not set, the price catalog's entry (config/prices.py); 0: no price, said so; > 0: the user's price.
+    node_price_per_hour: float | None = setting(
+        None,
         "USD per hour of one Neuron node, for the cost per million output tokens in the report, dashboard and sweep-report "
-        "(0 = no price: cost not computed; greater than 0: your price, e.g. your Capacity Block's or on-demand rate). "
-        "Recorded with every run.",
-        derived="the Capacity Block price recorded in `config/catalog.py` for `neuron_nodes.instance_type` "
-        "(trn2.48xlarge: 35.76, ap-south-2, 2026-10); 0 for a type with none",
+        "(0 = no price: cost not computed; else your price, e.g. your Capacity Block's or on-demand rate, within the "
+        "instance type's plausible range: $0.20 to $20 per Trainium chip-hour, 3.2 to 320 for a trn2.48xlarge). "
+        "Recorded with every run, with its source.",
+        derived="left out: the entry of the price catalog (`config/prices.py`) for `neuron_nodes.instance_type` in `env.region` "
+        "with `neuron_nodes.capacity_mode` (trn2.48xlarge, us-east-2, on-demand: 14.56, seen 2026-12, unverified); "
+        "none there: no price, and every report says so",
     )
 
 
@@ -324,8 +326,8 @@ class SweepSettings:
         "server-container",
         "How a sweep pod holds its vLLM server: `server-container` (a regular container asks for the Neuron devices, the way "
         "the device plugin documents; a small supervisor stops it when the client signals it is done) or `sidecar` (a native "
-        "sidecar, an init container with `restartPolicy: Always`; no public source says the Neuron device plugin allocates "
-        "devices to one).",
+        "sidecar, an init container with `restartPolicy: Always`: Kubernetes allocates devices to one and keeps them for it; "
+        "how the Neuron scheduler extension handles its request is not documented).",
     )
     # The staged sweep (issue 27; specbench/sweep/staged.py, docs/sweeps.md#staged).
     strategy: str = setting(
@@ -335,7 +337,8 @@ class SweepSettings:
     )
     class_weights: tuple[str, ...] = setting(
         (),
-        "The traffic mix the staged decision optimises, `CLASS:WEIGHT` per prompt class of the sweep's suite (weights >= 0); "
+        "The traffic mix the staged decision optimises, `CLASS:WEIGHT` per prompt class of the sweep's suite (each "
+        "weight a plain number from 0 to 1e6: they are relative); "
         "empty = the suite's `class_weights`, else equal weights.",
     )
     decision_margin: float = setting(

@@ -39,6 +39,10 @@ class ServingStack:
     methods: tuple[SpeculationMethod, ...]  # the first is the stack's default
     end_of_support: str
     verified: str  # what is known from hardware runs, and what only from documentation
+    # How many waiting requests one prefill step admits: None = as many as there are free slots
+    # (max_num_seqs); the serving model and the emulator admit by it (specbench/analysis/serving_model.py
+    # ``admitted``; the emulator's profiles carry the same value, tests/test_prefill_admission.py pins it).
+    max_prefills_per_batch: int | None = None
 
     @property
     def method_ids(self) -> tuple[str, ...]:
@@ -84,11 +88,20 @@ STACKS: dict[str, ServingStack] = {
                     doc="a smaller model of the target's family proposes k tokens; draft and target compiled together",
                 ),
             ),
-            # "NxD Inference and NxD Core are legacy frameworks, announced end of support starting the Neuron 2.34
-            # release": the Neuron docs' inference-legacy/index.rst (modified 2026-08-28) and the end-of-support
-            # announcement of 2026-10-16.
+            # The Neuron docs' inference-legacy/index.rst (date-modified 2026-08-28): "NxD Inference and the
+            # inference-context NxD Core documentation in this section are legacy and are announced end of support
+            # on Trn2 and Trn3 starting the Neuron 2.34 release"; the end-of-support announcement of 2026-10-16
+            # (about/announcements/neuron2.x/announce-eos-nxdi-nxd-core-inference) says the same.
             end_of_support="NxD Inference in maintenance since SDK 2.30; end of support announced starting SDK 2.34",
             verified="the reference write-up ran this recipe on trn2.48xlarge (its figures are secondary, REFERENCE.md section 2)",
+            # No limit below the free slots: NxD Inference's vLLM V0 integration leaves scheduling to vLLM
+            # ("input processing, scheduling and output processing follow the default vLLM behavior", Neuron
+            # docs, libraries/nxd-inference/developer_guides/vllm-user-guide), and vLLM V0's default scheduler
+            # "prioritizes prefills and doesn't batch prefill and decode to the same batch" (vLLM docs,
+            # Optimization and Tuning, Chunked Prefill: docs/source/performance/optimization.md;
+            # docs.vllm.ai/en/v0.4.2/models/performance.html): every waiting request that fits a free slot
+            # prefills in the next step (its token budget, max_num_batched_tokens, is not modelled).
+            max_prefills_per_batch=None,
         ),
         ServingStack(
             id=VLLM_NEURON_STACK,
@@ -117,6 +130,17 @@ STACKS: dict[str, ServingStack] = {
             end_of_support="current stack (vllm-neuron 1.0 shipped with SDK 2.31); no end of support announced",
             verified="documentation only: no run on hardware by this project; whether a public Qwen3-32B EAGLE3 head loads "
             "on Neuron as published is confirmed by no source",
+            # One prefill per step: NeuronScheduler.__init__ sets `self.max_prefills_per_batch: int = 1`
+            # ("Prefill batch size limit (currently 1, may expand in future)", vllm_neuron/vllm/core/scheduler.py
+            # as public copies of the current plugin show it, e.g. AWShtokoyo/vllm-neuron 8e6b66a; its
+            # can_schedule: "max 1 prefill at a time"), and the plugin's scheduler design page
+            # (vllm-neuron/docs/design/vllm/neuron-scheduler, "Current Limitation: Only 1 Prefill Per Batch")
+            # says it "processes only one prefill request per iteration" and that decode requests are hidden
+            # during each prefill iteration. The release-0.2.x scheduler already capped it (vllm-project/
+            # vllm-neuron a5ef7c8, vllm_neuron/core/scheduler.py ContinuousBatchingNeuronScheduler.can_schedule:
+            # max_prompt_batch_size = 1). A prompt longer than a compiled bucket prefills over several steps
+            # (chunked): not modelled.
+            max_prefills_per_batch=1,
         ),
     )
 }
@@ -220,8 +244,10 @@ HEAD_GEOMETRY: dict[str, ModelGeometry] = {
     ),
     # A public speculative-decoding project validates this head at dc84fe7 against its config.json's
     # sha256 (eaeecf9f...) before loading: architectures ["Eagle3Speculator"] (the speculators format:
-    # vLLM maps it to Eagle3LlamaForCausalLM when transformer_layer_config.model_type is "llama",
-    # vllm/transformers_utils/configs/speculators/algos.py update_eagle3), transformer_layer_config
+    # vLLM loads every speculators EAGLE3 head as Eagle3LlamaForCausalLM, whatever its layer type,
+    # vllm/transformers_utils/configs/speculators/algos.py update_eagle3 at vllm-project/vllm cfb173a;
+    # refusing a head whose transformer_layer_config.model_type is not "llama" is this project's own
+    # rule, charts/scripts/fill_model_cache.py), transformer_layer_config
     # hidden 5120, 64 heads, 8 KV heads, head_dim 128, vocab_size 151936; draft_vocab_size 32000; one
     # model.safetensors of 3,121,274,856 bytes.
     "RedHatAI/Qwen3-32B-speculator.eagle3": ModelGeometry(

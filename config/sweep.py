@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
-from specbench.prompts.suite import PROMPT_CLASSES, SuiteError, load_suite
+from specbench.prompts.suite import MAX_CLASS_WEIGHT, PROMPT_CLASSES, SuiteError, load_suite
 from specbench.sweep import staged
 from specbench.sweep.plan import Estimates, SweepPlan, make_plan
 from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
@@ -20,7 +20,7 @@ from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
 from . import capacity, catalog, serving_stacks
 from .errors import Problem
 from .model import PlatformConfig
-from .numbers import parse_int
+from .numbers import parse_float, parse_int
 from .variants import service_variants
 
 VARIANT_SHAPE = "NAME:DRAFT_MODEL:K or NAME:DRAFT_MODEL:K:METHOD, e.g. qwen17-k5:Qwen/Qwen3-1.7B:5"
@@ -181,12 +181,29 @@ def staged_problems(config: PlatformConfig) -> Iterable[Problem]:
     except ValueError as error:
         yield Problem("sweep.class_weights", s.class_weights, str(error), "CLASS:WEIGHT items, weights >= 0, e.g. code:3,qa:1")
         return
+    odd = [item for item in s.class_weights if weight_problem(item.partition(":")[2])]
+    if odd:  # float() took it ("1_0", Unicode digits, "1e308"): a plain number only, small enough to add up
+        item = odd[0]
+        yield Problem("sweep.class_weights", item, weight_problem(item.partition(":")[2]), WEIGHT_ALLOWED)
+        return
     classes = suite_classes(config) if weights else None
     for name in weights:
         if classes is not None and name not in classes:
             yield Problem("sweep.class_weights", name, "is not a prompt class of the sweep's suite", ", ".join(sorted(classes)))
         elif classes is None and name not in PROMPT_CLASSES:
             yield Problem("sweep.class_weights", name, "is not a prompt class", ", ".join(PROMPT_CLASSES))
+
+
+WEIGHT_ALLOWED = f"CLASS:WEIGHT items, each weight a plain number from 0 to {MAX_CLASS_WEIGHT:g}, e.g. code:3,qa:1"
+
+
+def weight_problem(text: str) -> str:
+    """Why a class weight's text is not a plain number from 0 to MAX_CLASS_WEIGHT ("" when it is)."""
+    try:
+        weight = parse_float(text)
+    except ValueError as error:
+        return f"the weight is not a plain number: {error}"
+    return "" if 0 <= weight <= MAX_CLASS_WEIGHT else f"the weight is above {MAX_CLASS_WEIGHT:g} (weights are relative)"
 
 
 def mix_weights(config: PlatformConfig) -> dict[str, float]:
@@ -312,6 +329,14 @@ def staged_cost(config: PlatformConfig) -> staged.StagedCost:
         inputs["estimates"],
         nodes,
     )
+
+
+def stage_costing(config: PlatformConfig) -> tuple[Estimates, int, list[staged.Config]]:
+    """What ``specbench sweep next`` prices a proposed stage with: the minutes per unit and point,
+    the nodes that hold a slot, and the configurations whose graphs the services compiled."""
+    inputs = _plan_inputs(config)
+    nodes = sum(1 for k in inputs["slots_per_node"] if k > 0)
+    return inputs["estimates"], max(nodes, 1), [staged.Config(*key) for key in inputs["precompiled"]]
 
 
 def plan_text(config: PlatformConfig, price_per_node_hour: float | None = None) -> str:

@@ -7,8 +7,9 @@ import math
 import re
 from collections.abc import Callable, Iterable
 
-# Only the suite parser (standard library only): the CDK app's environment does not install the
-# benchmark's own requirements.
+# Only the suite parser and the cost inputs' bounds (standard library only): the CDK app's
+# environment does not install the benchmark's own requirements.
+from specbench.analysis import prices
 from specbench.prompts.suite import SuiteError, load_suite
 
 from . import capacity, catalog, ec2, serving_stacks, subnets, sweep
@@ -29,7 +30,6 @@ IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9
 SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?\Z", re.ASCII)
 ADDON_VERSION = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)-eksbuild\.\d+\Z", re.ASCII)
 # CloudWatch namespaces: printable ASCII without ':' first, not starting with 'AWS/'.
-MAX_NODE_PRICE_PER_HOUR = 1000.0  # USD per node-hour: a guard against a price typed per month or in cents
 NAMESPACE = re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-][A-Za-z0-9 ._/#:-]{0,254}\Z", re.ASCII)
 DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}\Z", re.ASCII)
 
@@ -713,13 +713,10 @@ def results_rules(c: PlatformConfig) -> Iterable[Problem]:
     if not 0.0 < r.draft_cost_ratio < 1.0:  # also catches nan
         yield Problem("results.draft_cost_ratio", r.draft_cost_ratio, "is out of range", "greater than 0.0 and less than 1.0")
     yield from _range("results.bootstrap_resamples", r.bootstrap_resamples, 100, 100000)
-    if not (0.0 <= r.node_price_per_hour <= MAX_NODE_PRICE_PER_HOUR):  # also catches nan; -1 (unset) is derived before this
-        yield Problem(
-            "results.node_price_per_hour",
-            r.node_price_per_hour,
-            "is out of range",
-            f"USD per node-hour from 0 (no price: cost not computed) to {MAX_NODE_PRICE_PER_HOUR:g}, e.g. 35.76",
-        )
+    # None: left out, the price catalog's (config/prices.py); a value given must be 0 or plausible for the type.
+    instance = c.neuron_nodes.instance_type
+    if r.node_price_per_hour is not None and (problem := prices.price_problem(r.node_price_per_hour, instance)):
+        yield Problem("results.node_price_per_hour", r.node_price_per_hour, problem, prices.price_allowed(instance))
 
 
 def suite_file_problems(key: str, path: str) -> Iterable[Problem]:

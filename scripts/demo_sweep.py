@@ -36,7 +36,7 @@ from specbench.analysis.theory import best_k  # noqa: E402
 from specbench.emulator.process import emulate_processes, free_ports  # noqa: E402
 
 DRAFT_COST = 0.15
-# The deployment's defaults: the price recorded in config/catalog.py, two TP-32 servers per trn2.48xlarge.
+# A price of its own (the ap-south-2 Capacity Block offer of config/prices.py), two TP-32 servers per trn2.48xlarge.
 NODE_PRICE, SERVERS_PER_NODE = 35.76, 2
 DRAFT_MODEL = "Qwen/Qwen3-1.7B"  # a label: the emulator has no draft model
 # The emulator's acceptance for these test cases' markers (specbench.emulator.default_profiles).

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from specbench.analysis import prices
 from specbench.flags import (
     OneLineParser,
     ascii_float,
@@ -76,13 +77,18 @@ def parse_endpoint(text: str) -> Endpoint:
     return Endpoint(name, url.rstrip("/"))
 
 
-MAX_NODE_PRICE = 1000.0  # as config/validate.py's MAX_NODE_PRICE_PER_HOUR
-
-
 def node_price(text: str) -> float:
-    """--node-price-per-hour: USD per node-hour, 0 (no price: cost not computed) up to 1000."""
-    allowed = f"USD per node-hour from 0 (no price: cost not computed) to {MAX_NODE_PRICE:g}, e.g. 35.76"
-    return finite_number(text, lambda v: 0.0 <= v <= MAX_NODE_PRICE, allowed)
+    """--node-price-per-hour: 0 (no price: cost not computed) or a plausible USD per node-hour for
+    some Trainium type (specbench/analysis/prices.py); the commands check the run's own type."""
+    return finite_number(text, lambda v: not prices.price_problem(v), prices.price_allowed())
+
+
+def servers_count(text: str) -> int:
+    """--servers-per-node: a whole number from 1 (it divides) to one server per logical core."""
+    value = ascii_int(text)
+    if prices.servers_problem(value):
+        raise argparse.ArgumentTypeError(f"{text}: {prices.servers_problem(value)}; allowed: {prices.servers_allowed()}")
+    return value
 
 
 PRICE_HELP = (
@@ -91,11 +97,31 @@ PRICE_HELP = (
 )
 
 
+def _cost_problem(cost: dict, source: str, price: float | None) -> str:
+    """Why a settings snapshot's cost inputs (and a flag's price for its instance type) are unusable, or ""."""
+    instance = cost.get("instance_type") if isinstance(cost.get("instance_type"), str) else ""
+    recorded, servers, cores = cost.get("node_price_per_hour"), cost.get("servers_per_node"), cost.get("logical_cores_per_node")
+    if price is None and recorded is not None and (problem := prices.price_problem(recorded, instance)):  # a flag replaces it
+        return f"--settings: cost.node_price_per_hour {recorded!r} {problem}; allowed: {prices.price_allowed(instance)}"
+    if servers is not None and (problem := prices.servers_problem(servers, cores)):
+        return f"--settings: cost.servers_per_node {servers!r} {problem}; allowed: {prices.servers_allowed(cores)}"
+    if price is not None and (problem := prices.price_problem(price, instance)):
+        return f"{source} {price:g}: {problem}; allowed: {prices.price_allowed(instance)}"
+    return ""
+
+
 def with_price(settings: dict, price: float | None, source: str) -> dict:
-    """The settings snapshot with ``price`` (from a flag) recorded as the run's node price."""
+    """The settings snapshot with ``price`` (from a flag) recorded as the run's node price; ValueError
+    (one line) when its cost inputs, or the flag's price for its instance type, are unusable."""
+    if settings.get("cost") is not None and not isinstance(settings.get("cost"), dict):
+        raise ValueError(f"--settings: cost is {type(settings['cost']).__name__}, expected an object (node_price_per_hour, ...)")
+    cost = dict(settings.get("cost") or {})
+    problem = _cost_problem(cost, source, price)
+    if problem:
+        raise ValueError(problem)
     if price is None:
         return settings
-    cost = dict(settings.get("cost") or {})
+    cost.pop("price_entry", None)  # the catalog's entry is no longer the price
     cost.update(node_price_per_hour=price, price_source=source if price > 0 else f"no price ({source} 0): cost not computed")
     return {**settings, "cost": cost}
 
@@ -106,7 +132,10 @@ def parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="drive a suite at the endpoints, store every result, publish to CloudWatch")
     run.add_argument(
-        "--endpoint", action="append", type=parse_endpoint, help="NAME=URL; repeat; the first is the baseline (default: the two services)"
+        "--endpoint",
+        action="append",
+        type=parse_endpoint,
+        help="NAME=URL; repeat; the first is the baseline unless --role says otherwise (default: the two services)",
     )
     run.add_argument("--model", default="Qwen/Qwen3-32B", help="served model name sent in every request")
     run.add_argument("--engine", choices=ENGINES, default="native")
@@ -157,6 +186,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default="results", help="directory, or s3://BUCKET/PREFIX/ (default: ./results)")
     run.add_argument("--run-id", type=safe_name, default=None, help="default: UTC time and a random suffix; letters, digits, '-', '_', '.'")
     run.add_argument("--settings", default="", help="JSON snapshot of the deployment, stored with the run")
+    run.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        metavar="NAME=ROLE",
+        help="what an endpoint serves, recorded in run.json for runs without --settings: NAME=baseline or "
+        "NAME=METHOD:MODEL:K (METHOD draft or eagle3); repeat (default: the first --endpoint is the baseline)",
+    )
     run.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP + "; recorded in run.json")
     run.add_argument(
         "--resamples",
@@ -193,7 +230,7 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--resamples", type=positive_int, default=2000, help="bootstrap resamples of every confidence interval")
     report.add_argument("--node-price-per-hour", type=node_price, default=None, help=PRICE_HELP)
     report.add_argument(
-        "--servers-per-node", type=positive_int, default=None, help="servers of this size per node (default: the run's settings)"
+        "--servers-per-node", type=servers_count, default=None, help="servers of this size per node (default: the run's settings)"
     )
     report.add_argument("--region", default=None)
     report.add_argument("--no-charts", action="store_true", help="HTML and Markdown only, no PNG charts (no matplotlib needed)")
@@ -205,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
     source = sweep.add_mutually_exclusive_group(required=True)
     source.add_argument("--sweep-id", type=safe_name, help="the sweep: every point stored under <results>/sweeps/<sweep id>/")
     source.add_argument("--run", help="instead: one multi-level run of the services (directory or s3://BUCKET/PREFIX/RUN_ID)")
+    sweep.add_argument(
+        "--role", action="append", default=[], metavar="NAME=ROLE", help="with --run: what an endpoint served, if the run did not record it"
+    )
     sweep.add_argument("--out", default="", help="output directory (default: ./sweep-report-<sweep id or run id>)")
     sweep.add_argument("--metric", choices=("e2e", "tpot"), default="e2e", help="what the recommendation ranks by (default: end-to-end)")
     sweep.add_argument(
@@ -221,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument(
         "--servers-per-node",
-        type=positive_int,
+        type=servers_count,
         default=None,
         help="tokens/s per node = per server x this (default: the deployment's settings, logical cores per node // TP; else 1)",
     )
@@ -245,7 +285,7 @@ def parser() -> argparse.ArgumentParser:
     staged_sweep = commands.add_parser("sweep", help="a staged sweep's next stage (sweep.strategy=staged; docs/sweeps.md)")
     steps = staged_sweep.add_subparsers(dest="sweep_command", required=True)
     nxt = steps.add_parser("next", help="decide at every load from the stored points; print and store the next stage and its command")
-    nxt.add_argument("--sweep-id", required=True, help="the sweep (its points under <results>/sweeps/<sweep id>/)")
+    nxt.add_argument("--sweep-id", type=safe_name, required=True, help="the sweep (its points under <results>/sweeps/<sweep id>/)")
     nxt.add_argument("--results", default="results", help="directory or s3://BUCKET/PREFIX/ (default: ./results)")
     nxt.add_argument(
         "--node-price-per-hour",
@@ -296,6 +336,14 @@ def parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("--fit", default="", help="the parameters to fit, comma-separated (default: those the points identify)")
     predict.add_argument("--save-profile", default="serving-profile.json", metavar="PATH", help="where --calibrate writes the profile")
+    predict.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        metavar="NAME=ROLE",
+        help="what an endpoint of a --calibrate or --from-run run served, where the run did not record it "
+        "(NAME=baseline or NAME=METHOD:MODEL:K)",
+    )
     preflight = commands.add_parser(
         "preflight", help="read the account (read-only) for what the deploy needs: one line per check (from a checkout)"
     )
@@ -309,6 +357,13 @@ def parser() -> argparse.ArgumentParser:
     )
     preflight.add_argument(
         "--run-hours", type=positive_float, default=None, help="hours a reservation must last from now (default: the deploy's estimate)"
+    )
+    preflight.add_argument(
+        "--time-limit",
+        type=positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the bound on all its AWS calls together (default 60); a call still waiting then is named, the rest not made",
     )
 
     suite = commands.add_parser("suite", help="validate a suite file and print its test cases")
@@ -445,6 +500,7 @@ def command_run(args: argparse.Namespace) -> int:
     from specbench.load import make_engine
     from specbench.outputs.publish import cost_table, describe_publish, publish_run, summary_table
     from specbench.results.records import error_kinds
+    from specbench.results.roles import flag_roles, parse_roles
     from specbench.results.store import RunStore, open_store
     from specbench.runner import Runner, RunPlan, new_run_id
 
@@ -461,8 +517,9 @@ def command_run(args: argparse.Namespace) -> int:
     try:
         sweep = parse_sweep_point(args.sweep_id, args.sweep_point) if args.sweep_id else {}
         settings = with_price(read_settings(args.settings), args.node_price_per_hour, "specbench run --node-price-per-hour")
+        roles, baseline = flag_roles([e.name for e in endpoints], parse_roles(args.role), settings)
         store = RunStore(open_store(args.results, args.region), args.run_id or new_run_id())
-    except ValueError as error:  # a bad --settings file, a bad --results
+    except ValueError as error:  # a bad --settings file, a bad --role, a bad --results
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -501,6 +558,7 @@ def command_run(args: argparse.Namespace) -> int:
         ready_timeout_s=args.ready_timeout,
         settings=settings,
         sweep=sweep,
+        roles=roles,
     )
     print(f"run {store.run_id}: {len(plan.suite.test_cases)} test cases x {len(endpoints)} endpoints -> {store.location}", flush=True)
     runner = Runner(plan, make_engine(args.engine), store, progress=not args.no_progress)
@@ -518,8 +576,8 @@ def command_run(args: argparse.Namespace) -> int:
     except Exception as error:  # noqa: BLE001 - the message and the stored location are what the user needs
         print(f"specbench: {type(error).__name__}: {error}\n{stored_where(store)}", file=sys.stderr)
         return EXIT_NOT_READY if type(error).__name__ == "NotReadyError" else EXIT_CRASHED
-    print(summary_table(result.cases, baseline=endpoints[0].name))
-    print(cost_table(result.records, settings, endpoints[0].name, load.level, resamples=args.resamples))
+    print(summary_table(result.cases, baseline=baseline))
+    print(cost_table(result.records, settings, baseline, load.level, resamples=args.resamples))
     # issue 22: what was stored, and the failed requests per kind as run.json counts them.
     failed_kinds = error_kinds(result.records)
     listed = ", ".join(f"{kind} {n}" for kind, n in failed_kinds.items())
@@ -584,16 +642,22 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     except ImportError:  # the Job's zip leaves the analysis out
         print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
+    from specbench.results.roles import parse_roles
     from specbench.results.runfiles import load_run
     from specbench.results.store import open_store
 
+    if args.role and not args.run:
+        print("specbench: --role applies with --run only (a sweep point records its variant)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.run:
             store = report_store(args.run, None, args.region)
             files = load_run(store)
             read = [files]
             print_skipped(read)
-            points, where, name = points_from_run(files.run, files.records, files.acceptance, store.location), store.location, store.run_id
+            given = parse_roles(args.role)
+            points = points_from_run(files.run, files.records, files.acceptance, store.location, given)
+            where, name = store.location, store.run_id
             runs = [files.run]
         else:
             results, runs, read = open_store(args.results, args.region), [], []
@@ -615,7 +679,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     if args.node_price_per_hour is None:
         price = cost.recorded_price(deployment)
     else:
-        price = flag_price(args.node_price_per_hour, "sweep-report --node-price-per-hour")
+        price = flag_price(args.node_price_per_hour, "sweep-report --node-price-per-hour", deployment)
     started = time.perf_counter()
     analysis = analyze_sweep(
         points,
@@ -726,9 +790,16 @@ def report_store(run: str, results: str | None, region: str | None):  # type: ig
     return RunStore(open_store(location or "/", region), run_id)
 
 
-def flag_price(value: float, flag: str):  # type: ignore[no-untyped-def]
+def flag_price(value: float, flag: str, deployment: dict | None = None):  # type: ignore[no-untyped-def]
+    """A --node-price-per-hour as the NodePrice of a report; exit 2 with one line (as argparse's own
+    errors) when it is implausible for the run's instance type (its settings' cost.instance_type)."""
     from specbench.analysis.cost import NodePrice
 
+    cost = (deployment or {}).get("cost") or {}
+    instance = cost.get("instance_type") if isinstance(cost, dict) and isinstance(cost.get("instance_type"), str) else ""
+    if problem := prices.price_problem(value, instance):
+        print(f"specbench: {flag} {value:g}: {problem}; allowed: {prices.price_allowed(instance)}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
     return NodePrice(value if value > 0 else None, flag if value > 0 else f"no price ({flag} 0)")
 
 
@@ -767,7 +838,9 @@ def command_report(args: argparse.Namespace) -> int:
             baseline=args.baseline,
             draft_cost_ratio=args.draft_cost_ratio,
             resamples=args.resamples,
-            price=None if args.node_price_per_hour is None else flag_price(args.node_price_per_hour, "report --node-price-per-hour"),
+            price=None
+            if args.node_price_per_hour is None
+            else flag_price(args.node_price_per_hour, "report --node-price-per-hour", (files.run.get("plan") or {}).get("deployment")),
             servers_per_node=args.servers_per_node,
             data_quality=files.quality(),
         )
@@ -789,6 +862,8 @@ def command_report(args: argparse.Namespace) -> int:
     for name, path in written.items():
         print(f"  {name:<20} {path}")
     print(summary.verdict)
+    # The price and servers per node the cost figures used, and where they came from (or why none).
+    print(f"price: {summary.price.describe()}; {summary.servers_per_node} servers per node ({summary.servers_per_node_source or 'given'})")
     return 0
 
 
@@ -814,11 +889,25 @@ def command_sweep(args: argparse.Namespace) -> int:
     if args.sweep_command == "stage-job":
         import json
 
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        def parsed(text: str, where: str) -> object:
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+            except RecursionError:  # json nests one Python call per level
+                raise ValueError(f"{where}: nested too deeply to be a Job or a stage document") from None
+
         try:
-            doc = json.loads(_read_location(args.stage, args.region))
-            job = json.loads(sys.stdin.read())
+            try:
+                text = _read_location(args.stage, args.region)
+            except OSError as error:
+                raise ValueError(f"--stage {args.stage}: cannot be read ({error.strerror or error})") from None
+            doc = parsed(text, f"--stage {args.stage}")
+            job = parsed(sys.stdin.read(), "stdin")
             print(jsonfile_dumps(sweep_next.stage_job(job, doc), indent=2))
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, BotoCoreError, ClientError) as error:
             print(f"specbench: sweep stage-job: {error}", file=sys.stderr)
             return EXIT_USAGE
         return 0
@@ -826,8 +915,8 @@ def command_sweep(args: argparse.Namespace) -> int:
     if isinstance(config, int):
         return config
     from config.cost import node_price as configured_price
-    from config.sweep import mix_weights, slots_per_node, sweep_variants
-    from specbench.outputs.sweep_report import load_sweep_points
+    from config.sweep import mix_weights, slots_per_node, stage_costing, stage_one_variants, staged_cost, sweep_variants
+    from specbench.outputs.sweep_report import load_sweep_folders
     from specbench.results.store import open_store
     from specbench.sweep import staged
     from specbench.sweep.points import loads
@@ -838,20 +927,29 @@ def command_sweep(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     price = configured_price(config)[0] if args.node_price_per_hour is None else args.node_price_per_hour
     objective = staged.Objective(mix_weights(config), price or None, s.slo_tpot_ms / 1000, s.slo_ttft_ms / 1000)
+    slots = sum(slots_per_node(config) or ())
+    estimates, nodes, precompiled = stage_costing(config) if slots else (staged.DEFAULT_ESTIMATES, 1, [])
     inputs = sweep_next.Inputs(
         tuple(sweep_variants(config)),
         loads(s.concurrencies, s.request_rates),
         objective,
-        max(sum(slots_per_node(config) or ()), 1),
+        max(slots, 1),
         s.decision_margin,
         config.serving.namespace,
+        estimates,
+        nodes,
+        tuple(precompiled),
+        staged_cost(config) if slots else None,
+        s.budget_node_hours,
+        tuple(stage_one_variants(config)),
     )
     try:
         store = open_store(args.results, args.region)
-        points = load_sweep_points(store, args.sweep_id)
-        if not points:
-            raise sweep_next.NextError(f"no sweep point stored under {store.location.rstrip('/')}/sweeps/{args.sweep_id}/")
-        _, doc, location = sweep_next.advance(store, points, args.sweep_id, inputs, args.resamples)
+        folders = load_sweep_folders(store, args.sweep_id)
+        if not folders:
+            where = f"{store.location.rstrip('/')}/sweeps/{args.sweep_id}/"
+            raise sweep_next.NextError(f"no sweep point stored under {where} (--sweep-id {args.sweep_id})")
+        _, doc, location = sweep_next.advance(store, folders, args.sweep_id, inputs, args.resamples)
     except (OSError, ValueError) as error:
         print(f"specbench: sweep next: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -890,14 +988,18 @@ def checkout_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def command_predict(args: argparse.Namespace) -> int:
-    """``predict``: the serving model on the configured deployment; ``--calibrate`` fits it first."""
+    """``predict``: the serving model on a deployment (a profile's, the calibration runs', else the
+    configured one; ``-c`` fields override); ``--calibrate`` fits it first, each point on the deployment
+    its run recorded. Every named source must exist; every parameter is said fitted or assumed."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from specbench.analysis import provenance
     from specbench.analysis import serving_model as sm
     from specbench.analysis.prediction import default_loads, predict_deployment
     from specbench.analysis.sweep import points_from_run
     from specbench.outputs import prediction as out
     from specbench.outputs.sweep_report import load_sweep_points
+    from specbench.results.roles import parse_roles, run_roles
     from specbench.results.runfiles import load_run
     from specbench.results.store import open_store
 
@@ -906,17 +1008,34 @@ def command_predict(args: argparse.Namespace) -> int:
         return config
     from config.cost import node_price as configured_price
 
-    def run_points(run: str):  # type: ignore[no-untyped-def]
+    def run_points(run: str, flag: str):  # type: ignore[no-untyped-def]
         store = report_store(run, args.results, args.region)
         files = load_run(store)
-        return points_from_run(files.run, files.records, files.acceptance, store.location)
+        if not files.run and not files.records:  # a named source that is not there is an error, never a default
+            raise ValueError(f"{flag} {run}: no run at {store.location} (neither run.json nor records/)")
+        points = points_from_run(files.run, files.records, files.acceptance, store.location, given)
+        if "sweep" in files.run:  # a sweep point records its variant
+            return files.run, points, ""
+        found = run_roles(files.run, files.acceptance, {r.variant for r in files.records}, given)
+        return files.run, points, "; ".join(f"{n} {r.describe()} ({r.source})" for n, r in found.items())
+
+    def measured_acceptance(points, flag: str, name: str) -> dict:  # type: ignore[no-untyped-def]
+        found = out.acceptance_from_points(points)
+        if not found:
+            raise ValueError(
+                f"{flag} {name}: no acceptance figure for any prompt class (no speculative point with /metrics figures or a "
+                "stream that passes its self-check); pass --acceptance CLASS=A"
+            )
+        return found
 
     try:
-        deployment = out.deployment_from_config(config)
-        profile = sm.writeup_profile()
+        given = parse_roles(args.role)
+        local = out.deployment_from_config(config)
+        explicit = out.explicit_fields(args.context)
+        profile, base, base_source, calibration = sm.writeup_profile(), None, "", provenance.writeup()
         if args.profile:
-            profile, _ = out.read_profile(args.profile, profile)
-        loads = [int(x) for x in args.loads.split(",") if x.strip()] if args.loads else default_loads(deployment.max_num_seqs)
+            profile, base, calibration = out.read_profile(args.profile, profile)
+            base_source = f"the profile {args.profile}"
         workload = sm.Workload(args.prompt_tokens or config.benchmark.input_tokens, args.output_tokens or config.benchmark.output_tokens)
         fit, measured_run_points = None, []
         if args.calibrate:
@@ -925,27 +1044,38 @@ def command_predict(args: argparse.Namespace) -> int:
                 if run == out.WRITEUP:
                     measured += sm.writeup_points()
                     continue
-                points = run_points(run)
+                recorded, points, described = run_points(run, "--calibrate")
                 measured_run_points += points
-                measured += out.measured_points(points, deployment, notes)
+                notes += [f"{run}: {described}"] if described else []
+                measured += out.measured_points(points, out.run_deployment(recorded, run, local, notes), notes)
             free = tuple(name.strip() for name in args.fit.split(",") if name.strip()) or None
             fit = sm.fit_profile(measured, profile, free)
-            print("\n".join([*notes, *out.render_fit(fit, measured)]))
-            out.save_profile(Path(args.save_profile), fit, deployment)
+            calibration = provenance.from_points(f"fitted on --calibrate {' '.join(args.calibrate)}", fit.fitted, measured)
+            base, base_source = out.calibrated_deployment(measured, local), "the calibration runs"
+            print("\n".join([*notes, *out.render_fit(fit, measured, calibration)]))
+            out.save_profile(Path(args.save_profile), fit, base, calibration)
             print(f"profile saved: {args.save_profile} (use it with predict --profile, emulate --profile)\n")
             profile = fit.profile
+        deployment, sources = out.choose_deployment(local, explicit, base, base_source)
+        loads = [int(x) for x in args.loads.split(",") if x.strip()] if args.loads else default_loads(deployment.max_num_seqs)
         acceptance = out.acceptance_table(out.parse_acceptance(args.acceptance), "assumed")
         if args.from_run:
-            acceptance.update(out.acceptance_table(out.acceptance_from_points(run_points(args.from_run)), f"run {args.from_run}"))
+            _, points, _ = run_points(args.from_run, "--from-run")
+            acceptance.update(out.acceptance_table(measured_acceptance(points, "--from-run", args.from_run), f"run {args.from_run}"))
         if args.from_sweep:
-            swept = load_sweep_points(open_store(args.results or "results", args.region), args.from_sweep)
-            acceptance.update(out.acceptance_table(out.acceptance_from_points(swept), f"sweep {args.from_sweep}"))
+            results = open_store(args.results or "results", args.region)
+            swept = load_sweep_points(results, args.from_sweep)
+            if not swept:
+                where = f"{results.location.rstrip('/')}/sweeps/{args.from_sweep}/"
+                raise ValueError(f"--from-sweep {args.from_sweep}: no sweep point stored under {where}")
+            table = measured_acceptance(swept, "--from-sweep", args.from_sweep)
+            acceptance.update(out.acceptance_table(table, f"sweep {args.from_sweep}"))
         if not acceptance and measured_run_points:
             acceptance = out.acceptance_table(out.acceptance_from_points(measured_run_points), "the calibration runs")
         if not acceptance:
             acceptance = out.acceptance_table(out.ASSUMED_ACCEPTANCE, "assumed (default; set --acceptance CLASS=A)")
         price = configured_price(config)[0] if args.node_price_per_hour is None else (args.node_price_per_hour or None)
-        report = predict_deployment(deployment, profile, acceptance, loads, workload, price, args.k_max)
+        report = predict_deployment(deployment, profile, acceptance, loads, workload, price, args.k_max, calibration, sources)
     except (OSError, ValueError, BotoCoreError, ClientError) as error:
         print(f"specbench: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -992,15 +1122,21 @@ def command_preflight(args: argparse.Namespace) -> int:
         print("specbench: preflight needs the project's config package; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
     import boto3
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    from specbench.preflight import account, checks, target
+    from specbench.preflight import account, checks, commands, target
 
     loaded = checkout_context(args)
     if loaded is None:
         return EXIT_USAGE
     cdk_json, context = loaded
-    session = boto3.Session()
+    try:
+        session = boto3.Session()
+    except BotoCoreError as error:  # ProfileNotFound: AWS_PROFILE names no profile of the config file
+        code, message = account.describe(error)
+        fix = checks.identity_fix(code, "", {})
+        print(f"specbench preflight: cannot make an AWS session: {code}: {message} | fix: {fix}", file=sys.stderr)
+        return checks.EXIT_FAILED
     # As `cdk deploy`: env.region, else the CLI's region (CDK_DEFAULT_REGION, us-east-1 when none is configured).
     # The CDK CLI reads AWS_REGION, then AWS_DEFAULT_REGION and the profile (botocore's region_name).
     cli_region = os.environ.get("AWS_REGION", "").strip() or session.region_name or ""
@@ -1013,12 +1149,17 @@ def command_preflight(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_USAGE
+    deadline = account.Deadline(args.time_limit)
     try:
-        identity = account.caller_identity(session, region)
+        identity = account.caller_identity(session, region, deadline)
     except (ClientError, *account.OTHER_ERRORS) as error:
         code, message = account.describe(error)
+        fix = commands.rerun(checks.identity_fix(code, region, account.profiles(session), os.environ.get("AWS_PROFILE", "")), args.context)
+        advice = checks.identity_advice(code)
         print(
-            f"specbench preflight: cannot read the caller's identity (sts:GetCallerIdentity in {region}): {code}: {message}",
+            f"specbench preflight: cannot read the caller's identity (sts:GetCallerIdentity in {region}): {code}: {message}"
+            + (f"; {advice}" if advice else "")
+            + f" | fix: {fix}",
             file=sys.stderr,
         )
         return checks.EXIT_FAILED
@@ -1042,12 +1183,17 @@ def command_preflight(args: argparse.Namespace) -> int:
         sweep_wall_hours=sweep_hours,
         run_hours=args.run_hours,
     )
-    results = account.run_checks(plan, session, caller_account=caller, cli_region=cli_region, now=datetime.now(timezone.utc))
-    print(f"preflight of account {caller} ({identity.get('Arn', '')}), region {plan.region}:")
+    now = datetime.now(timezone.utc)
+    results = account.run_checks(plan, session, caller_account=caller, cli_region=cli_region, now=now, deadline=deadline)
+    bound = f"its AWS calls bounded to {args.time_limit:g} s in all (--time-limit)"
+    print(f"preflight of account {caller} ({identity.get('Arn', '')}), region {plan.region}, {bound}:")
     for check in results:
-        print(check.line())
+        print(check.line(args.context))
     counts = {status: sum(c.status == status for c in results) for status in (checks.PASSED, checks.WARNING, checks.FAILED)}
-    print(f"{len(results)} checks: {counts[checks.PASSED]} passed, {counts[checks.WARNING]} warnings, {counts[checks.FAILED]} failed")
+    ran_out = f"; the {args.time_limit:g} s bound ran out while {deadline.ran_out_at} waited" if deadline.ran_out_at else ""
+    print(
+        f"{len(results)} checks: {counts[checks.PASSED]} passed, {counts[checks.WARNING]} warnings, {counts[checks.FAILED]} failed{ran_out}"
+    )
     return checks.exit_code(results)
 
 

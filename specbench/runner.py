@@ -60,6 +60,8 @@ class RunPlan:
     # rate replaced); files and records then carry the level (``<case>@c4``). Empty: ``load`` alone,
     # stored exactly as a single-level run always was.
     levels: tuple[LoadSpec, ...] = ()
+    # Endpoint -> role as ``run``'s flags say it (specbench/results/roles.py), for runs without a snapshot.
+    roles: dict[str, Any] = field(default_factory=dict)
 
     @property
     def loads(self) -> tuple[LoadSpec, ...]:
@@ -67,6 +69,8 @@ class RunPlan:
 
     def snapshot(self) -> dict[str, Any]:
         extra = {"load_levels": [level.to_dict() for level in self.levels]} if self.levels else {}
+        if self.roles:
+            extra["roles"] = self.roles
         return {
             **extra,
             "endpoints": [asdict(e) for e in self.endpoints],

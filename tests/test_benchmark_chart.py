@@ -459,6 +459,8 @@ JOB_FILES = (
     "analysis/__init__.py",
     "analysis/acceptance.py",
     "analysis/cost.py",  # run.json defines busy; run and publish: tokens/s per node and cost per million tokens
+    "analysis/loads.py",  # the run's printout: each load per server and per node
+    "analysis/prices.py",  # the bounds of the price and servers per node a run's settings and flags give
     "analysis/stats.py",  # stream_acceptance's pooled figures
     "analysis/stream_acceptance.py",  # publish: StreamAcceptanceLength where the self-check passed
     "aws_retry.py",
@@ -486,6 +488,7 @@ JOB_FILES = (
     "results/importer.py",
     "results/llmperf_format.py",
     "results/records.py",
+    "results/roles.py",  # run --role: what each endpoint serves, recorded in run.json
     "results/runfiles.py",
     "results/store.py",
     "results/validity.py",

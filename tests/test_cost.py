@@ -92,7 +92,7 @@ def test_saving_against_the_baseline_in_dollars_and_percent() -> None:
     # 36 $/h over 20 tokens/s per node = $500 per million; over 40 = $250.
     assert result.dollars.point == pytest.approx(250.0)
     assert result.percent.point == pytest.approx(50.0)
-    assert cost.describe_saving(result, cost.NodePrice(36.0)).startswith("-$250.00 (-50%")
+    assert cost.describe_saving(result, cost.NodePrice(36.0)).startswith("+$250.00 (+50%")
     assert cost.saving("s", "c1", base, spec, 2, 2, cost.NodePrice(None)) is None
 
 
@@ -151,14 +151,14 @@ def test_summary_carries_throughput_cost_and_saving_per_group_and_level() -> Non
 # --- the price as a setting ----------------------------------------------------------------------
 
 
-def test_the_price_defaults_to_the_recorded_capacity_block_offer_and_is_overridable() -> None:
+def test_the_price_defaults_to_the_catalog_entry_of_its_region_and_mode_and_is_overridable() -> None:
     from config import ConfigError, load_config
-    from config.cost import TRN2_CAPACITY_BLOCK_OBSERVED, node_price
+    from config.cost import node_price
 
     default = load_config({}, {})
-    assert default.results.node_price_per_hour == TRN2_CAPACITY_BLOCK_OBSERVED
+    assert default.results.node_price_per_hour is None  # left out: the catalog's entry (tests/test_price_catalog.py)
     price, source = node_price(default)
-    assert price == 35.76 and "ap-south-2" in source and "2026-10" in source
+    assert price == 14.56 and "us-east-2 (on-demand)" in source and "2026-12" in source
     assert node_price(load_config({"results.node_price_per_hour": "12.5"}, {})) == (12.5, "setting results.node_price_per_hour")
     assert node_price(load_config({"results.node_price_per_hour": 0}, {}))[0] is None
     for bad in ("-3", "nan", "5000"):
@@ -232,9 +232,10 @@ def test_throughput_and_cost_of_a_run_against_paced_servers_match_the_servers_ow
     # specbench run prints them per class, with intervals and the price it used.
     printed = capsys.readouterr().out
     assert "cost per million output tokens at $36.00 per node-hour (test); 2 servers per node" in printed
-    assert re.search(r"structured +c4 +qwen-sd-vllm +\d+\.\d \(\d+\.\d-\d+\.\d\) +\$\d+\.\d\d \(.*\) +-\$\d+\.\d\d \(-\d+%", printed), (
-        printed
-    )
+    # The load per server and per node; the saving baseline - speculative (positive: cheaper), as run.json defines it.
+    row = r"structured +c4: 4 in flight per server, 8 per node +qwen-sd-vllm +\d+\.\d \(\d+\.\d-\d+\.\d\) +\$\d+\.\d\d \(.*\) +\+\$\d+\.\d\d \(\+\d+%"
+    assert re.search(row, printed), printed
+    assert "saving vs baseline (baseline - speculative; + is cheaper)" in printed
     files = load_run(RunStore(LocalStore(tmp_path), "paced"))
     assert "union" in files.run["figure_definitions"]["busy_s"]
     summary = summarize_run(files.run, files.records, files.acceptance, resamples=200)
@@ -308,7 +309,10 @@ def test_sweep_quotes_cost_and_saving_beside_every_recommendation() -> None:
     truth = Truth({"structured": 0.9, "open-ended": 0.5}, {"Qwen/Qwen3-1.7B": 0.1}, (3, 7), (Load(CONCURRENCY, 1), Load(CONCURRENCY, 4)))
     points = synthetic_points(truth, requests=6)
     priced = analyze_sweep(points, resamples=200, servers_per_node=2, price=cost.NodePrice(36.0, "test"))
-    pattern = r"\$\d+\.\d\d -> \$\d+\.\d\d per M tokens \([+-]\d+%, CI [+-]\d+% to [+-]\d+%\)"
+    # The saving as in the report: baseline - speculative, its CI in dollars and in percent.
+    money, percent = r"[+-]?\$\d+\.\d+", r"[+-]?\d+(\.\d+)?%"
+    ci = rf"95% CI {money} to {money}, {percent} to {percent}"
+    pattern = rf"\$\d+\.\d\d -> \$\d+\.\d\d per M tokens, saving {money} \({percent}; {ci}\)"
     assert priced.summary and all(re.search(pattern, line) for line in priced.summary), priced.summary
     for cls in priced.classes:
         for rec in cls.recommendations.values():
@@ -359,9 +363,12 @@ def test_a_multi_level_run_has_cost_per_load_level() -> None:
     assert [t.level for t in group.variants["base"].throughput] == ["c1", "c4"]
     percent = [s.percent.point for s in group.comparisons[0].savings]
     assert percent == [pytest.approx(50.0), pytest.approx(75.0)]
-    row = decision_table(summary).rows[0]
-    assert row[5].startswith("c1: $") and "; c4: $" in row[5] and "c4: -$" in row[7]
-    assert "structured at c4 $" in cost_headline(summary) and "(-75%)" in cost_headline(summary)
+    # A row per level, each with its own costs and saving (positive: the speculative service is cheaper).
+    rows = decision_table(summary).rows
+    assert [row[2].split(":")[0] for row in rows] == ["c1", "c4"]
+    assert all(row[6].startswith("$") and ";" not in row[6] for row in rows) and rows[1][8].startswith("+$")
+    assert "structured: at c1 $" in cost_headline(summary) and ", at c4 $" in cost_headline(summary)
+    assert "+75%)" in cost_headline(summary)
 
 
 def test_report_flag_overrides_the_recorded_price_and_says_so(tmp_path, capsys) -> None:

@@ -38,7 +38,8 @@ def test_the_constants_and_the_definitions_are_as_documented():
         "'not computed (no price)' without a price, never 0",
         "goodput_cost_per_million_output_tokens": "the same for the tokens of requests within both SLOs (TTFT and TPOT, "
         "sweep.slo_*): busy time of every request over the tokens of those that met the SLOs",
-        "cost_saving": "baseline cost per million - speculative cost per million (USD, and % of the baseline's), "
+        "cost_saving": "baseline cost per million - speculative cost per million (USD, and % of the baseline's; "
+        "positive: the speculative service is cheaper, negative: dearer), "
         "bootstrap CI with each service's requests resampled independently",
     }
 
@@ -176,13 +177,16 @@ def test_a_price_given_by_a_person_is_a_finite_number_at_least_zero():
 def test_the_recorded_price_and_its_source():
     assert cost.recorded_price({"cost": {"node_price_per_hour": 35, "price_source": "offer"}}) == cost.NodePrice(35.0, "offer")
     assert isinstance(cost.recorded_price({"cost": {"node_price_per_hour": 35}}).per_hour, float)
-    assert cost.recorded_price({"cost": {"node_price_per_hour": 35.5}}) == cost.NodePrice(35.5, "")
+    # A run from before prices had sources: its price, saying the source is unknown (issue 34).
+    assert cost.recorded_price({"cost": {"node_price_per_hour": 35.5}}) == cost.NodePrice(35.5, "source unknown: the run recorded none")
     assert cost.recorded_price({"cost": {"node_price_per_hour": 0.5, "price_source": "spot"}}) == cost.NodePrice(0.5, "spot")
     # 0 is "no price" and keeps its reason; anything else unusable is no price without one.
     assert cost.recorded_price({"cost": {"node_price_per_hour": 0, "price_source": "no price set"}}) == cost.NodePrice(None, "no price set")
     assert cost.recorded_price({"cost": {"node_price_per_hour": 0}}) == cost.NodePrice(None, "")
-    for bad in (True, -3.0, math.nan, math.inf, "36", None):
-        assert cost.recorded_price({"cost": {"node_price_per_hour": bad, "price_source": "s"}}) == cost.NodePrice(None, "")
+    assert cost.recorded_price({"cost": {"node_price_per_hour": None, "price_source": "s"}}) == cost.NodePrice(None, "")
+    for bad in (True, -3.0, math.nan, math.inf, "36"):  # refused, saying why (tests/test_cost_inputs.py)
+        refused = cost.recorded_price({"cost": {"node_price_per_hour": bad, "price_source": "s"}})
+        assert refused.per_hour is None and refused.source.startswith(f"no price: the run's cost.node_price_per_hour {bad!r} ")
     assert cost.recorded_price(None) == cost.NodePrice(None, "")
     assert cost.recorded_price({"cost": None}) == cost.NodePrice(None, "")
 
@@ -302,17 +306,18 @@ def test_describe_cost():
     assert cost.describe_cost(stats.Interval(4.0, 3.0, 5.0), cost.NodePrice(None)) == "not computed (no price)"
 
 
-def test_describe_saving_signs_a_saving_negative():
+def test_describe_saving_signs_a_saving_positive():
+    # baseline - speculative, as run.json's figure_definitions.cost_saving defines it.
     interval = stats.Interval
     saved = cost.Saving("s", "c1", interval(2.1, 2.0, 2.2), interval(51.0, 49.0, 53.0), interval(-1.5), interval(-10.0))
-    assert cost.describe_saving(saved, PRICE) == "-$2.10 (-51%, CI -53% to -49%)"
-    assert cost.describe_saving(saved, PRICE, goodput=True) == "+$1.50 (+10%)"
-    dearer = cost.Saving("s", "c1", interval(-0.5), interval(-12.4, -20.0, -5.0))
-    assert cost.describe_saving(dearer, PRICE) == "+$0.50 (+12%, CI +5% to +20%)"
+    assert cost.describe_saving(saved, PRICE) == "+$2.10 (+51%; 95% CI +$2.00 to +$2.20, +49% to +53%)"
+    assert cost.describe_saving(saved, PRICE, goodput=True) == "-$1.50 (-10%)"
+    dearer = cost.Saving("s", "c1", interval(-0.5), interval(-12.4, -20.0, -5.0, 0.9))
+    assert cost.describe_saving(dearer, PRICE) == "-$0.50 (-12%; 90% CI -20% to -5%)"
     small = cost.Saving("s", "c1", interval(0.001), interval(0.2))
-    assert cost.describe_saving(small, PRICE) == "-$0.00 (-0%)"
-    # No change is not a saving: "+$0.00".
-    assert cost.describe_saving(cost.Saving("s", "c1", interval(0.0), interval(0.0)), PRICE).startswith("+$0.00 (")
+    assert cost.describe_saving(small, PRICE) == "+$0.0010 (+0.20%)"
+    # No change is neither a saving nor a loss: no sign.
+    assert cost.describe_saving(cost.Saving("s", "c1", interval(0.0), interval(0.0)), PRICE) == "$0.00 (0%)"
     assert cost.describe_saving(dearer, PRICE, goodput=True) == "n/a"  # no goodput figures
     assert cost.describe_saving(cost.Saving("s", "c1", interval(None), interval(1.0)), PRICE) == "n/a"
     assert cost.describe_saving(cost.Saving("s", "c1", interval(1.0), interval(None)), PRICE) == "n/a"

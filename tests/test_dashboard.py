@@ -226,7 +226,7 @@ def test_a_cost_widget_per_prompt_class_with_the_price_used(complete):
     ]
     # This stored run records no price: the cost is not computed, never 0; throughput per node is there.
     assert all("not computed (no price)" in t and "$0" not in t for t in tables)
-    assert re.search(r"\| c4 \| qwen-vllm \| \d+\.\d \(\d+\.\d-\d+\.\d\) \|", tables[0])
+    assert re.search(r"\| c4: 4 in flight per server, \d+ per node \| qwen-vllm \| \d+\.\d \(\d+\.\d-\d+\.\d\) \|", tables[0])
     graphs = [w for w in body["widgets"] if w["type"] == "metric" and "cost per M output tokens" in w["properties"]["title"]]
     assert len(graphs) == 2
     names = {(e[1], e[5]) for e in graphs[0]["properties"]["metrics"]}

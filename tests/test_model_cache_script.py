@@ -224,8 +224,9 @@ def test_a_head_the_plugin_resolves_already_is_left_alone(cached_target, config)
         (
             {**SPECULATORS_CONFIG, "transformer_layer_config": {**SPECULATORS_CONFIG["transformer_layer_config"], "model_type": "qwen3"}},
             "model.safetensors",
-            "head org/head cannot pair with Qwen/Qwen3-32B: architecture: a speculators-format head of layer type 'qwen3', "
-            "which vLLM does not map to Eagle3LlamaForCausalLM, the plugin's only EAGLE3 class",
+            "head org/head cannot pair with Qwen/Qwen3-32B: architecture: a speculators-format head of layer type 'qwen3': "
+            "vLLM loads every speculators EAGLE3 head as Eagle3LlamaForCausalLM (a Llama layer), and this project refuses "
+            "any layer type but llama",
         ),
         (
             {**HEAD_CONFIG, "num_key_value_heads": 4},

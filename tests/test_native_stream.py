@@ -60,14 +60,15 @@ def chat(content, completion_tokens=None, prompt_tokens=64):
     return event
 
 
-def test_usage_gives_exact_tokens_per_chunk_and_stop_tokens_go_to_the_last_chunk():
+def test_usage_gives_exact_tokens_per_chunk_and_a_usage_only_frames_tokens_go_to_the_last_chunk():
     state = StreamState()
     state.add({"choices": [{"delta": {"role": "assistant", "content": ""}}], "usage": {"prompt_tokens": 70, "completion_tokens": 0}}, 0.01)
     state.add(chat(" a", 1, 70), 0.2)
     state.add(chat(" b c d", 4, 70), 0.3)
-    state.add({"choices": [{"delta": {}, "finish_reason": "length"}], "usage": {"prompt_tokens": 70, "completion_tokens": 5}}, 0.31)
+    state.add({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 70, "completion_tokens": 5}}, 0.31)
     state.finish()
-    assert state.times == [0.2, 0.3] and state.tokens == [1, 4]  # the finish chunk's token joins the last chunk
+    # The finish frame's usage rose: the step that made the stop token is a chunk of its own (text empty).
+    assert state.times == [0.2, 0.3, 0.31] and state.tokens == [1, 3, 1] and state.texts == [" a", " b c d", ""]
     state = StreamState()
     state.add(chat(" a", 1), 0.2)
     state.add(chat(" b", 2), 0.25)

@@ -177,7 +177,6 @@ def default_target(**changes) -> target.Target:
         hf_token_secret_arn="",
         images=(("serving image", "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"),),
         chart="oci://public.ecr.aws/neuron/neuron-helm-chart --version 1.10.0",
-        bucket_name="",
         stacks=target.APP_STACKS,
         toolkit_stack="CDKToolkit",
         bootstrap=target.bootstrap_requirement(None),
@@ -710,23 +709,46 @@ def test_the_token_secret(moto):
 
 
 def test_the_data_bucket(moto):
+    """No setting names the data bucket (CloudFormation does): it is the deployed data stack's
+    DataBucketName output, and one that is gone is a failure (no deploy brings it back)."""
     ready_account()
     session = lambda **kw: Session(eks=eks_plan(), service_quotas=quota_plan(), **kw)  # noqa: E731
-    assert run(default_target(bucket_name="specdecode-free-name"), session())["data bucket"].found == "specdecode-free-name is free"
-    client("s3").create_bucket(Bucket="specdecode-ours", CreateBucketConfiguration={"LocationConstraint": REGION})
-    ours = run(default_target(bucket_name="specdecode-ours"), session())["data bucket"]
-    assert ours.status == PASSED and "is ours" in ours.found
-    # The deployed data stack's output names the bucket when the configuration fixes none.
-    create_stack("SpecDecodeData", {"DataBucketName": "specdecode-ours"})
-    assert "stack output" in run(default_target(), session())["data bucket"].found
-    client("s3").delete_bucket(Bucket="specdecode-ours")
-    assert run(default_target(), session())["data bucket"].status == WARNING
+    first = run(default_target(), session())["data bucket"]
+    assert first.status == PASSED and "SpecDecodeData not deployed" in first.found
+    client("s3").create_bucket(Bucket="specdecodedata-databucket-ours", CreateBucketConfiguration={"LocationConstraint": REGION})
+    create_stack("SpecDecodeData", {"DataBucketName": "specdecodedata-databucket-ours"})
+    ours = run(default_target(), session())["data bucket"]
+    assert ours.status == PASSED and "is ours (SpecDecodeData's DataBucketName output)" in ours.found
+    client("s3").delete_bucket(Bucket="specdecodedata-databucket-ours")
+    gone = run(default_target(), session())["data bucket"]
+    assert gone.status == FAILED and "no longer exists" in gone.found
+    assert gone.fix == checks.REBUILD
+    assert gone.line(["env.region=us-east-2"]).endswith(
+        "| fix: npx cdk destroy --all --force -c env.region=us-east-2 && npx cdk deploy --all -c env.region=us-east-2"
+    )
+    assert gone.line().endswith("| fix: npx cdk destroy --all --force && npx cdk deploy --all")
 
-    def theirs(stub):  # moto answers HeadBucket with 200 or 404 only
+    def forbidden(stub):  # moto answers HeadBucket with 200 or 404 only
         stub.add_client_error("head_bucket", service_error_code="403", service_message="Forbidden", http_status_code=403)
 
-    check = run(default_target(bucket_name="someone-elses"), session(head_bucket=theirs))["data bucket"]
-    assert check.status == FAILED and "is not ours (403" in check.found
+    check = run(default_target(), session(head_bucket=forbidden))["data bucket"]
+    assert check.status == WARNING and check.found.startswith("not checked: s3:HeadBucket specdecodedata-databucket-ours answered 403")
+    assert check.fix == "aws s3api head-bucket --region us-east-2 --bucket specdecodedata-databucket-ours"
+
+
+def test_no_setting_names_the_data_bucket():
+    """The docs describe real settings only: the configuration has no bucket-name setting, the
+    bucket's name is left to CloudFormation (no bucket_name in stacks/storage.py), and the docs'
+    data-bucket row names the stack output, not a configured name."""
+    from config.model import DataSettings
+
+    assert not [f for f in DataSettings.__dataclass_fields__ if "name" in f]
+    storage = (ROOT / "stacks" / "storage.py").read_text()
+    assert "bucket_name=" not in storage and "removal_policy=removal" in storage
+    text = (ROOT / "docs" / "preflight.md").read_text()
+    assert "configured name" not in text
+    [row] = [line for line in text.splitlines() if line.startswith("| data bucket |")]
+    assert "DataBucketName" in row and "404" in row.split("|")[3]
 
 
 def test_an_api_that_refuses_leaves_only_its_own_checks_unchecked(moto):
@@ -739,8 +761,10 @@ def test_an_api_that_refuses_leaves_only_its_own_checks_unchecked(moto):
 
     results = run(default_target(), Session(eks=eks_plan(), service_quotas=refused))
     check = results["on-demand vCPU quotas"]
-    assert check.status == WARNING and check.found.startswith("not checked: ") and "AccessDeniedException" in check.found
-    assert "docs/preflight.md" in check.fix
+    # The one call that failed, the permission to grant, and the AWS CLI command of the same call.
+    assert check.status == WARNING and check.found.startswith("not checked: servicequotas:ListServiceQuotas failed: AccessDeniedException")
+    assert "grant servicequotas:ListServiceQuotas (docs/preflight.md, Permissions)" in check.found
+    assert check.fix == "aws service-quotas list-service-quotas --region us-east-2 --service-code ec2"
     assert results["cdk bootstrap"].status == PASSED
 
 
@@ -931,7 +955,10 @@ def test_the_command_end_to_end(moto_server, fake_eks):
     ready = preflight(moto_server, fake_url)
     assert ready.returncode == 0, ready.stdout + ready.stderr
     lines = ready.stdout.splitlines()
-    assert lines[0] == "preflight of account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-2:"
+    assert lines[0] == (
+        "preflight of account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-2, "
+        "its AWS calls bounded to 60 s in all (--time-limit):"
+    )
     assert all(line.startswith("passed ") for line in lines[1:-1]) and re.match(
         r"^\d+ checks: \d+ passed, 0 warnings, 0 failed$", lines[-1]
     )
@@ -1007,9 +1034,9 @@ def test_the_documented_policy_is_exactly_what_preflight_calls(moto):
     s3:ListBucket; GetCallerIdentity needs no permission), equals the docs' least-privilege policy."""
     ready_account()
     arn = client("secretsmanager").create_secret(Name=SECRET_NAME, SecretString="hf_x")["ARN"]
-    t = default_target(
-        capacity_mode="capacity-block", reservation_id="cr-0123456789abcdef0", hf_token_secret_arn=arn, bucket_name="specdecode-x"
-    )
+    client("s3").create_bucket(Bucket="specdecodedata-databucket-x", CreateBucketConfiguration={"LocationConstraint": REGION})
+    create_stack("SpecDecodeData", {"DataBucketName": "specdecodedata-databucket-x"})
+    t = default_target(capacity_mode="capacity-block", reservation_id="cr-0123456789abcdef0", hf_token_secret_arn=arn)
 
     def plan(stub):
         stub.add_response(
@@ -1031,4 +1058,6 @@ def test_the_documented_policy_is_exactly_what_preflight_calls(moto):
 
     used = {action(call) for call in retrier.calls}
     assert len(used) == 12
-    assert used == docs_policy_actions()
+    # The two calls only a failing state makes: tests/test_preflight_as_run.py makes them and checks
+    # they are in the policy.
+    assert used == docs_policy_actions() - {"ec2:DescribeRegions", "servicequotas:GetAWSDefaultServiceQuota"}

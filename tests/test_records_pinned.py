@@ -217,7 +217,9 @@ def test_figure_definitions_stored_in_run_json_are_pinned():
     assert records.FIGURE_DEFINITIONS == {
         "ttft_s": "request written to first content chunk",
         "end_to_end_latency_s": "request written to the end of the stream",
-        "chunks": "content chunks: streamed events with non-empty text (role-only and finish-only frames excluded)",
+        "chunks": "content chunks: streamed events that delivered output, one per server step: non-empty text, or (usage on every "
+        "event) a rise in completion_tokens under empty text (a character's first byte-level token, the end-of-sequence token); "
+        "role-only and usage-only frames excluded",
         "output_tokens": "content tokens, no BOS; counted as token_count_source says",
         "inter_token_latency_s": "per content chunk: (last content chunk - sent) / chunks",
         "time_per_output_token_s": "per content token: (end-to-end - TTFT) / (output_tokens - 1)",

@@ -434,7 +434,7 @@ def test_report_opens_with_the_decision_in_this_order_and_every_image_exists(com
 
 
 def test_decision_table_per_class_and_per_test_case_share_their_columns(complete):
-    from specbench.outputs.report import DECISION_HEADERS, decision_table
+    from specbench.outputs.report import DECISION_HEADERS, SAVING_HEADER, decision_table
 
     summary, _, _ = complete
     by_class, by_case = decision_table(summary, "prompt class"), decision_table(summary, "test case")
@@ -446,7 +446,7 @@ def test_decision_table_per_class_and_per_test_case_share_their_columns(complete
     assert row["Faster?"] == "yes" and row["Acceptance length (source)"].endswith("(/metrics)")
     assert row["Requests (baseline / speculative)"] == "8 / 8"
     # This run records no price: cost is not computed, never 0.
-    assert row["Cost per M output tokens: baseline"] == "not computed (no price)" and "$0" not in row["Cost change"]
+    assert row["Cost per M output tokens: baseline"] == "not computed (no price)" and "$0" not in row[SAVING_HEADER]
 
 
 def test_the_per_chunk_speedup_is_labelled_so_with_tokens_per_chunk_beside_it(complete):
@@ -466,7 +466,7 @@ def test_cost_per_million_tokens_with_a_price():
     from specbench.outputs.report import decision_table, render_html, throughput_table
 
     row = decision_table(summary).rows[0]
-    assert re.fullmatch(r"\$\d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\)", row[5]) and row[7].startswith("-$")
+    assert re.fullmatch(r"\$\d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\)", row[5]) and row[7].startswith("+$")  # cheaper: a positive saving
     rows = throughput_table(summary).rows
     base = next(r for r in rows if r[0] == "json" and r[2] == "qwen-vllm")
     # Each request: 100 tokens in 0.05 + 99 x ~20 ms; 8 requests back to back from the same start (all

@@ -206,6 +206,8 @@ LAMBDA_MODULES = (
     "analysis/__init__.py",
     "analysis/aggregate.py",
     "analysis/cost.py",
+    "analysis/loads.py",
+    "analysis/prices.py",
     "analysis/stats.py",
     "analysis/stream_acceptance.py",
     "analysis/theory.py",

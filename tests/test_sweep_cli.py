@@ -55,6 +55,7 @@ def test_bad_sweep_flags_are_one_line_and_store_nothing(tmp_path, capsys, extra,
 def test_plan_prints_the_configured_sweep(capsys):
     code = cli.main(
         ["plan", "-c", "sweep.variants=q17-k5:Qwen/Qwen3-1.7B:5", "-c", "neuron_nodes.desired_size=2", "-c", "neuron_nodes.max_size=2"]
+        + ["-c", "results.node_price_per_hour=35.76"]  # a price of its own: the catalog's default is tests/test_price_catalog.py's
     )
     out = capsys.readouterr().out.splitlines()
     assert code == 0

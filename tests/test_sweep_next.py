@@ -101,8 +101,11 @@ def test_stage_job_maps_completion_indexes_to_the_catalogue_and_keeps_the_sweep_
     path.write_text(json.dumps(doc))
     sweep_id = {"name": "SWEEP_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}}
     job = {
-        "metadata": {"name": "sw-s2"},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "sw-s2", "labels": {"app.kubernetes.io/name": "specbench-sweep"}},
         "spec": {
+            "completionMode": "Indexed",
             "completions": 4,
             "parallelism": 2,
             "template": {"spec": {"initContainers": [{"name": "vllm", "env": []}], "containers": [{"name": "client", "env": [sweep_id]}]}},

@@ -42,10 +42,12 @@ HEAD_MISMATCH = 3  # the exit code of a head that cannot pair with the target (n
 #   renamed to "Eagle3LlamaForCausalLM" (the same one-layer Llama decoder head);
 # - "Qwen3ForCausalLM", "Qwen3ForCausalLMEagle3" -> "Eagle3Qwen3ForCausalLM[Eagle3]": not registered,
 #   and a Qwen3-style layer carries q_norm/k_norm weights the Llama head has no place for: refused;
-# - "Eagle3Speculator" (the vllm-project/speculators format): upstream vLLM rewrites it to
-#   "Eagle3LlamaForCausalLM" when transformer_layer_config.model_type is "llama"
-#   (vllm/transformers_utils/configs/speculators/algos.py, update_eagle3), so it is kept as
-#   published; another layer type is refused.
+# - "Eagle3Speculator" (the vllm-project/speculators format): upstream vLLM rewrites every such
+#   EAGLE3 head to "Eagle3LlamaForCausalLM", whatever transformer_layer_config.model_type says
+#   (vllm/transformers_utils/configs/speculators/algos.py update_eagle3 sets the architecture
+#   unconditionally, vllm-project/vllm cfb173a; base.py checks only that the layer config exists),
+#   so it is kept as published. Refusing a layer type other than "llama" is this project's own rule:
+#   vLLM would build a Llama layer for it all the same (a Qwen3 layer's q_norm/k_norm have no place there).
 # Unverified on hardware: no source confirms that a head then loads on Neuron.
 NEURON_EAGLE3_ARCHITECTURE = "Eagle3LlamaForCausalLM"
 REGISTERED_EAGLE3_ARCHITECTURES = (NEURON_EAGLE3_ARCHITECTURE,)
@@ -88,8 +90,8 @@ def head_architecture(config: dict) -> tuple[str, str]:
         if layer_type in SPECULATORS_LAYER_TYPES:
             return published, ""
         return published, (
-            f"architecture: a speculators-format head of layer type {layer_type!r}, which vLLM does not map to "
-            f"{NEURON_EAGLE3_ARCHITECTURE}, the plugin's only EAGLE3 class"
+            f"architecture: a speculators-format head of layer type {layer_type!r}: vLLM loads every speculators "
+            f"EAGLE3 head as {NEURON_EAGLE3_ARCHITECTURE} (a Llama layer), and this project refuses any layer type but llama"
         )
     architectures = config.get("architectures") or []
     if not architectures:

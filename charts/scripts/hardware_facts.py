@@ -21,6 +21,12 @@ What is read, and from where:
 - the container's own settings: ``CapEff`` and ``Seccomp`` of /proc/self/status (proc(5)): the
   premise of the visibility check (every capability dropped, seccomp filter mode 2 = RuntimeDefault).
 - the devices it sees: ``/dev/neuron*``, and which of them it can open read-write.
+- its locked-memory limit: ``RLIMIT_MEMLOCK`` (getrlimit(2); ``ulimit -l`` shows it in KiB), soft and
+  hard, in bytes or "unlimited". Recorded, not judged: older Neuron runtimes locked memory (the Neuron
+  1.x neuron-rtd container "must start with CAP_IPC_LOCK capability", Neuron docs,
+  containers/docker-example/v1/inference/Dockerfile-neuron-rtd; CAP_IPC_LOCK lifts RLIMIT_MEMLOCK,
+  mlock(2)), until the kernel driver removed the elevated privileges (aws-neuron/aws-neuron-sdk
+  issue 179); a runtime that still needs it then shows why it failed.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import glob
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -79,6 +86,16 @@ def _proc_status() -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
 
 
+def _limit(value: int) -> int | str:
+    return "unlimited" if value == resource.RLIM_INFINITY else value
+
+
+def _memlock() -> dict:
+    """This process's RLIMIT_MEMLOCK, soft and hard (bytes, or "unlimited")."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return {"soft": _limit(soft), "hard": _limit(hard)}
+
+
 def collect(node: str, layout: str, requested: int) -> dict:
     """Every fact this container can read; a fact it cannot read is None with the error beside it."""
     facts: dict = {"node": node, "layout": layout, "requested_devices": requested, "collected_at": int(time.time()), "errors": {}}
@@ -109,7 +126,12 @@ def collect(node: str, layout: str, requested: int) -> dict:
         "uid": os.getuid(),
         "cap_eff": status.get("CapEff", "").strip() or None,
         "seccomp": status.get("Seccomp", "").strip() or None,
+        "memlock": None,
     }
+    try:
+        facts["container"]["memlock"] = _memlock()
+    except (OSError, ValueError) as err:
+        facts["errors"]["memlock"] = f"getrlimit(RLIMIT_MEMLOCK): {err}"
     visible = sorted((p for p in glob.glob(f"{DEV}/neuron*") if re.fullmatch(r"neuron\d+", os.path.basename(p))), key=_index)
     openable, refused = [], {}
     for path in visible:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from specbench.analysis import cost, stats, stream_acceptance, theory
+from specbench.analysis import cost, loads, stats, stream_acceptance, theory
 from specbench.results.records import RequestRecord, error_kinds
 
 
@@ -67,6 +67,19 @@ class VariantStats:
 
 
 @dataclass(frozen=True)
+class LevelComparison:
+    """One speculative service against the baseline, in one group, at one load level."""
+
+    level: str  # the load level's label (c4, r2p5): per server (analysis.loads)
+    speedups: dict[str, stats.Interval]  # metric name -> baseline median / speculative median at this level
+    requests: tuple[int, int]  # requests at this level (failed ones included): baseline, speculative
+
+    @property
+    def headline(self) -> stats.Interval:
+        return self.speedups[HEADLINE_METRIC]
+
+
+@dataclass(frozen=True)
 class Comparison:
     """One speculative service against the baseline, in one group."""
 
@@ -82,8 +95,11 @@ class Comparison:
     # has nothing and the stream passed its self-check) or "missing"; and both sources side by side.
     acceptance_source: str = "missing"
     cross_check: dict[str, Any] = field(default_factory=dict)
-    # Per load level: the change in cost per million output tokens against the baseline (None: no price).
+    # Per load level: the saving in cost per million output tokens, baseline - speculative (None: no price).
     savings: list[cost.Saving | None] = field(default_factory=list)
+    # A run at several load levels: the speedups per level, in load order (``speedups`` pools them,
+    # which answers no load: the verdict and the decision tables use these). Empty at one level.
+    levels: list[LevelComparison] = field(default_factory=list)
 
     @property
     def headline(self) -> stats.Interval:
@@ -166,7 +182,7 @@ def summarize_run(
     run = run or {}
     plan = run.get("plan") or {}
     deployment = plan.get("deployment") or {}
-    node_price = price if price is not None else cost.recorded_price(deployment)
+    node_price = price if price is not None else cost.recorded_price(deployment, str(run.get("started") or ""))
     if servers_per_node is not None:
         servers, servers_source = servers_per_node, "given"
     else:
@@ -178,22 +194,26 @@ def summarize_run(
     speculative = [v for v in variants if v != base]
     k_of = {v["name"]: v.get("num_speculative_tokens") for v in deployment.get("variants", []) if isinstance(v, dict) and "name" in v}
     expected_cases, class_of = _planned_cases(plan, records)
-    expected_requests = (plan.get("load") or {}).get("requests")
+    expected_requests = _expected_requests(plan)
     options = {"resamples": resamples, "confidence": confidence}
     economics = _Economics(records, node_price, servers, slo, default_level)
     builder = _GroupBuilder(base, speculative, k_of, draft_cost_ratio, expected_requests, options, economics)
 
     by_case = _group_by(records, lambda r: r.test_case)
     present = [case for case in expected_cases if case in by_case] + sorted(set(by_case) - set(expected_cases))
+
+    def figures_of(members: Sequence[str]) -> list[Mapping[str, Any]]:
+        return [f for case in members for f in case_acceptance(acceptance, case, economics.levels)]
+
     cases = [
-        builder.build(case, "test case", class_of.get(case) or by_case[case][0].prompt_class, by_case[case], [acceptance.get(case, {})])
+        builder.build(case, "test case", class_of.get(case) or by_case[case][0].prompt_class, by_case[case], figures_of([case]), 1)
         for case in present
     ]
     classes = []
     for prompt_class in _unique(class_of.get(case) or by_case[case][0].prompt_class for case in present):
         members = [case for case in present if (class_of.get(case) or by_case[case][0].prompt_class) == prompt_class]
         pooled = [record for case in members for record in by_case[case]]
-        classes.append(builder.build(prompt_class, "prompt class", prompt_class, pooled, [acceptance.get(case, {}) for case in members]))
+        classes.append(builder.build(prompt_class, "prompt class", prompt_class, pooled, figures_of(members), len(members)))
 
     missing = [case for case in expected_cases if case not in by_case]
     quality = dict(data_quality or {})
@@ -245,7 +265,7 @@ class _Economics:
             timed = [r for r in mine if cost.window(r) is not None]
             for record, share in zip(timed, cost.shares(timed, slo.get("ttft_ms"), slo.get("tpot_ms")), strict=True):
                 self.share_of[id(record)] = share
-        self.levels = cost.group_levels(records, level)
+        self.levels = loads.in_load_order(cost.group_levels(records, level))
 
     @property
     def has_slo(self) -> bool:
@@ -256,6 +276,21 @@ class _Economics:
 
     def group_levels(self, records: Sequence[RequestRecord]) -> list[str]:
         return [level for level in self.levels if any(cost.level_label(r, self.default_level) == level for r in records)]
+
+
+def case_acceptance(acceptance: Mapping[str, Mapping[str, Any]], case: str, levels: Sequence[str]) -> list[Mapping[str, Any]]:
+    """A test case's acceptance files: ``<case>`` (one level), and ``<case>@<level>`` for each level
+    of a run at several (specbench.runner names a case's files so); [{}] when there are none."""
+    found = [acceptance[key] for key in (case, *(f"{case}@{level}" for level in levels)) if key in acceptance]
+    return found or [{}]
+
+
+def _expected_requests(plan: Mapping[str, Any]) -> int | None:
+    """Requests each service should have per test case: the load's, at each of the run's levels."""
+    levels = [level for level in plan.get("load_levels") or [] if isinstance(level, Mapping)]
+    if levels and all(isinstance(level.get("requests"), int) for level in levels):
+        return sum(level["requests"] for level in levels)
+    return (plan.get("load") or {}).get("requests")
 
 
 def _slo_of(deployment: Mapping[str, Any]) -> dict[str, float | None]:
@@ -330,7 +365,13 @@ class _GroupBuilder:
         self.economics = economics
 
     def build(
-        self, name: str, kind: str, prompt_class: str, records: Sequence[RequestRecord], acceptance: Sequence[Mapping[str, Any]]
+        self,
+        name: str,
+        kind: str,
+        prompt_class: str,
+        records: Sequence[RequestRecord],
+        acceptance: Sequence[Mapping[str, Any]],
+        cases_in_group: int,
     ) -> Group:
         by_variant = _group_by(records, lambda r: r.variant)
         variants = {}
@@ -344,7 +385,6 @@ class _GroupBuilder:
                 stream = stream_acceptance.figure(by_variant.get(self.baseline, []), mine, self.k_of.get(variant), seed, **resamples)
             variants[variant] = replace(self._variant(name, variant, mine, pool_acceptance(figures)), stream_acceptance=stream)
         comparisons = [self._compare(name, variant, by_variant, variants[variant]) for variant in self.speculative]
-        cases_in_group = len(acceptance)
         complete = self.expected_requests is None or all(
             len(by_variant.get(v, [])) >= self.expected_requests * cases_in_group for v in variants
         )
@@ -390,15 +430,7 @@ class _GroupBuilder:
     def _compare(self, group: str, variant: str, by_variant: Mapping[str, list[RequestRecord]], stats_: VariantStats) -> Comparison:
         base = [r for r in by_variant.get(self.baseline, []) if r.ok]
         spec = [r for r in by_variant.get(variant, []) if r.ok]
-        speedups = {
-            m.name: stats.speedup(
-                [getattr(r, m.attribute) for r in base],
-                [getattr(r, m.attribute) for r in spec],
-                seed=stats.seed_for(group, variant, m.name, "speedup"),
-                **self.options,
-            )
-            for m in LATENCY_METRICS
-        }
+        speedups = self._speedups(base, spec, group, variant)
         k = self.k_of.get(variant)
         metrics = stats_.acceptance if (stats_.acceptance or {}).get("source") not in (None, "missing") else None
         source = "metrics" if metrics else "stream" if stream_acceptance.usable(stats_.stream_acceptance) else "missing"
@@ -415,7 +447,32 @@ class _GroupBuilder:
                 shortfall = measured.high < expected
         cross = stream_acceptance.cross_check(_headline_figures(stats_.stream_acceptance), stats_.acceptance)
         savings = self._savings(group, variant, by_variant)
-        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall, source, cross, savings)
+        levels = self._levels(group, variant, by_variant.get(self.baseline, []), by_variant.get(variant, []))
+        return Comparison(variant, k, speedups, estimate, expected, implied, shortfall, source, cross, savings, levels)
+
+    def _speedups(self, base: Sequence[RequestRecord], spec: Sequence[RequestRecord], *seed: str) -> dict[str, stats.Interval]:
+        return {
+            m.name: stats.speedup(
+                [getattr(r, m.attribute) for r in base],
+                [getattr(r, m.attribute) for r in spec],
+                seed=stats.seed_for(*seed, m.name, "speedup"),
+                **self.options,
+            )
+            for m in LATENCY_METRICS
+        }
+
+    def _levels(self, group: str, variant: str, base: Sequence[RequestRecord], spec: Sequence[RequestRecord]) -> list[LevelComparison]:
+        """Per load level of a run at several, the speedups there (none for a run at one level)."""
+        e = self.economics
+        if len(e.levels) < 2:
+            return []
+        result = []
+        for level in e.group_levels([*base, *spec]):
+            b = [r for r in base if cost.level_label(r, e.default_level) == level]
+            s = [r for r in spec if cost.level_label(r, e.default_level) == level]
+            speedups = self._speedups([r for r in b if r.ok], [r for r in s if r.ok], group, variant, level)
+            result.append(LevelComparison(level, speedups, (len(b), len(s))))
+        return result
 
 
 def _headline_figures(stream: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -482,21 +539,29 @@ def verdict(summary: RunSummary) -> str:
     for group in summary.prompt_classes:
         for comparison in group.comparisons:
             label = group.name if len(summary.speculative) == 1 else f"{group.name} ({comparison.variant})"
-            parts.append(f"{label} {describe_speedup(comparison.headline)}")
+            parts.append(f"{label} {_per_level(comparison) if comparison.levels else describe_speedup(comparison.headline)}")
     prefix = "PARTIAL: " if summary.completeness == PARTIAL else ""
     gaps = "".join(f" No usable result from {v}: {why}." for v, why in summary.missing_services.items())
+    if len(summary.levels) > 1:
+        legend = "; ".join(loads.describe_level(level, summary.servers_per_node) for level in summary.levels)
+        return f"{prefix}Speculative decoding, end-to-end, per load level ({legend}): " + "; ".join(parts) + "." + gaps
     return f"{prefix}Speculative decoding, end-to-end: " + "; ".join(parts) + "." + gaps
+
+
+def _per_level(comparison: Comparison) -> str:
+    """``at c1 1.87x (95% CI ..., faster), at c8 0.91x (..., slower): faster at c1, slower at c8``."""
+    figures = ", ".join(f"at {lc.level} {describe_speedup(lc.headline)}" for lc in comparison.levels)
+    return figures + ": " + loads.where_it_changes([(lc.level, loads.outcome(lc.headline)) for lc in comparison.levels])
 
 
 def describe_speedup(interval: stats.Interval) -> str:
     if interval.point is None:
-        return "not measured"
+        return loads.NOT_MEASURED
     text = f"{interval.point:.2f}x"
     if not interval.known:
         return text + " (no CI: too few requests)"
     assert interval.low is not None and interval.high is not None
-    clear = "faster" if interval.low > 1 else "slower" if interval.high < 1 else "no clear difference"
-    return f"{text} ({interval.confidence:.0%} CI {interval.low:.2f}-{interval.high:.2f}, {clear})"
+    return f"{text} ({interval.confidence:.0%} CI {interval.low:.2f}-{interval.high:.2f}, {loads.outcome(interval)})"
 
 
 # --- helpers -------------------------------------------------------------------------------------

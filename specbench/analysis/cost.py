@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specbench.analysis import stats
+from specbench.analysis import prices, stats
 from specbench.results.records import RequestRecord
 
 SECONDS_PER_HOUR = 3600.0
@@ -43,7 +43,8 @@ FIGURE_DEFINITIONS = {
     "'not computed (no price)' without a price, never 0",
     "goodput_cost_per_million_output_tokens": "the same for the tokens of requests within both SLOs (TTFT and TPOT, "
     "sweep.slo_*): busy time of every request over the tokens of those that met the SLOs",
-    "cost_saving": "baseline cost per million - speculative cost per million (USD, and % of the baseline's), "
+    "cost_saving": "baseline cost per million - speculative cost per million (USD, and % of the baseline's; "
+    "positive: the speculative service is cheaper, negative: dearer), "
     "bootstrap CI with each service's requests resampled independently",
 }
 
@@ -167,8 +168,8 @@ class NodePrice:
         return self.per_hour is not None and self.per_hour > 0
 
     def describe(self) -> str:
-        if not self.known:
-            return NO_PRICE
+        if not self.known:  # a source that says which price is missing ("no price for ...") is the line
+            return self.source if self.source.startswith("no price") else NO_PRICE
         return f"${self.per_hour:.2f} per node-hour" + (f" ({self.source})" if self.source else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,30 +183,57 @@ def price_problem(value: float) -> str:
     return ""
 
 
-def recorded_price(settings: Mapping[str, Any] | None) -> NodePrice:
+UNKNOWN_SOURCE = "source unknown: the run recorded none"
+
+
+def _section(settings: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    """One object of a run's settings; {} when absent or not an object (a damaged file)."""
+    value = settings.get(name) if isinstance(settings, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def recorded_price(settings: Mapping[str, Any] | None, as_of: str = "") -> NodePrice:
     """The price a run's settings snapshot recorded (``cost.node_price_per_hour`` and its source);
-    NodePrice(None) when there is none (a run before prices were recorded, an import)."""
-    cost = (settings or {}).get("cost") or {}
+    NodePrice(None) when there is none (a run before prices were recorded, an import) or it is
+    refused (specbench.analysis.prices: not a number, negative, implausible for ``cost.instance_type``).
+    A catalog entry (``cost.price_entry``) is described with its age at ``as_of`` (the run's start;
+    default today); a price without a source (runs from before sources) says its source is unknown."""
+    cost = _section(settings, "cost")
     value = cost.get("node_price_per_hour")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
-        return NodePrice(float(value), str(cost.get("price_source", "")))
-    return NodePrice(None, str(cost.get("price_source", "")) if value == 0 else "")
+    instance = cost.get("instance_type") if isinstance(cost.get("instance_type"), str) else ""
+    zero = value == 0 and not isinstance(value, bool)  # 0 is the documented "no price"; false is no number
+    if value is None or zero:
+        return NodePrice(None, str(cost.get("price_source", "")) if zero else "")
+    problem = prices.price_problem(value, instance)
+    if problem:  # refused, and said: never a cost from it
+        allowed = prices.price_allowed(instance)
+        return NodePrice(None, f"no price: the run's cost.node_price_per_hour {value!r} {problem}; allowed: {allowed}")
+    entry = cost.get("price_entry")
+    if isinstance(entry, dict) and entry.get("per_hour") == value:
+        return NodePrice(float(value), prices.describe_entry(entry, as_of))
+    source = cost.get("price_source")
+    return NodePrice(float(value), source if isinstance(source, str) and source.strip() else UNKNOWN_SOURCE)
 
 
 def recorded_servers_per_node(settings: Mapping[str, Any] | None) -> tuple[int, str]:
     """Servers per node from the run's settings: ``cost.servers_per_node``, else from the serving
     settings (logical cores per node // tensor parallel size), else 1; and how it was found."""
     settings = settings or {}
-    cost, serving = settings.get("cost") or {}, settings.get("serving") or {}
-    if isinstance(cost.get("servers_per_node"), int) and cost["servers_per_node"] >= 1:
-        return cost["servers_per_node"], str(cost.get("servers_per_node_source", "the run's settings"))
+    cost, serving = _section(settings, "cost"), _section(settings, "serving")
     cores, tp = cost.get("logical_cores_per_node"), serving.get("tensor_parallel_size")
-    if isinstance(cores, int) and isinstance(tp, int):
+    recorded = cost.get("servers_per_node")
+    refused = ""
+    if recorded is not None:
+        problem = prices.servers_problem(recorded, cores)
+        if not problem:
+            return recorded, str(cost.get("servers_per_node_source", "the run's settings"))
+        refused = f"the run's cost.servers_per_node {recorded!r} {problem} (allowed: {prices.servers_allowed(cores)}), refused; "
+    if isinstance(cores, int) and isinstance(tp, int) and not isinstance(cores, bool) and not isinstance(tp, bool):
         try:
-            return servers_per_node(cores, tp), f"{cores} logical cores per node // TP {tp}"
+            return servers_per_node(cores, tp), f"{refused}{cores} logical cores per node // TP {tp}"
         except ValueError:
             pass
-    return 1, "not recorded in the run: taken as 1 server per node"
+    return 1, f"{refused}not recorded in the run: taken as 1 server per node"
 
 
 # --- with intervals ------------------------------------------------------------------------------
@@ -358,8 +386,14 @@ def describe_cost(interval: stats.Interval | None, price: NodePrice) -> str:
     return text
 
 
+# Every table's column for describe_saving (report, dashboard, publish): the sign is FIGURE_DEFINITIONS'.
+SAVING_HEADER = "Saving vs baseline (baseline - speculative; + is cheaper)"
+
+
 def describe_saving(saving_: Saving | None, price: NodePrice, goodput: bool = False) -> str:
-    """The change in cost per million tokens: ``-$2.10 (-51%, CI -53% to -49%)``; negative is a saving."""
+    """The saving, baseline - speculative as run.json defines it (positive: the speculative service
+    is cheaper), in dollars per million tokens and % of the baseline's, with both CIs:
+    ``+$2.10 (+51%; 95% CI +$2.00 to +$2.20, +49% to +53%)``."""
     if not price.known:
         return NO_PRICE
     if saving_ is None:
@@ -367,11 +401,24 @@ def describe_saving(saving_: Saving | None, price: NodePrice, goodput: bool = Fa
     dollars, percent = (saving_.goodput_dollars, saving_.goodput_percent) if goodput else (saving_.dollars, saving_.percent)
     if dollars is None or percent is None or dollars.point is None or percent.point is None:
         return "n/a"
-    change = -dollars.point
-    text = f"{'-' if change < 0 else '+'}${abs(change):.2f} ({-percent.point:+.0f}%"
-    if percent.known:
-        text += f", CI {-percent.high:+.0f}% to {-percent.low:+.0f}%"  # type: ignore[operator]
+    text = f"{signed_amount(dollars.point, '$')} ({signed_amount(percent.point, '%')}"
+    cis = [f"{signed_amount(i.low, unit)} to {signed_amount(i.high, unit)}" for i, unit in ((dollars, "$"), (percent, "%")) if i.known]
+    if cis:
+        text += f"; {percent.confidence if percent.known else dollars.confidence:.0%} CI " + ", ".join(cis)
     return text + ")"
+
+
+def signed_amount(value: float | None, unit: str) -> str:
+    """``+$2.10``, ``-$0.00041``, ``+0.21%``, ``0%``: signed, with enough decimals that a value that is
+    not zero never prints as zero (two significant digits below 1; cents and whole percent above)."""
+    if value is None:
+        return "n/a"
+    decimals = 2 if unit == "$" else 0
+    if value != 0 and abs(value) < 1:
+        decimals = min(8, max(decimals, 1 - math.floor(math.log10(abs(value)))))
+    sign = "+" if value > 0 else "-" if value < 0 else ""
+    number = f"{abs(value):.{decimals}f}"
+    return f"{sign}${number}" if unit == "$" else f"{sign}{number}{unit}"
 
 
 def level_label(record: RequestRecord, default: str) -> str:

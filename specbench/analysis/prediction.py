@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from specbench.analysis import provenance
 from specbench.analysis import serving_model as sm
 from specbench.analysis.cost import cost_per_million_tokens
 
@@ -24,6 +25,7 @@ class Row:
     best_k_speedup: float
     baseline_cost: float | None  # $ per million output tokens
     speculative_cost: float | None
+    extrapolated: bool = False  # outside the loads the profile was measured at (provenance.extrapolated)
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,16 @@ class PredictionReport:
     weight_bound_s: float
     baseline_step_s: float  # a plain decode step at max_num_seqs
     assumptions: tuple[str, ...] = sm.ASSUMPTIONS
+    calibration: provenance.Calibration | None = None  # what the profile rests on (None: not said)
+    parameters: tuple[provenance.Parameter, ...] = ()  # per free parameter: fitted or assumed, carried over or not
+    deployment_sources: tuple[tuple[str, str], ...] = ()  # (Deployment field, where its value came from)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["assumptions"] = list(self.assumptions)
+        data["calibration"] = None if self.calibration is None else self.calibration.to_dict()
+        data["parameters"] = [p.to_dict() for p in self.parameters]
+        data["deployment_sources"] = dict(self.deployment_sources)
         return data
 
 
@@ -79,8 +87,12 @@ def predict_deployment(
     workload: sm.Workload = sm.DEFAULT_WORKLOAD,
     price_per_hour: float | None = None,
     k_max: int = K_MAX,
+    calibration: provenance.Calibration | None = None,
+    deployment_sources: Mapping[str, str] | None = None,
 ) -> PredictionReport:
-    """``acceptance``: prompt class -> (a, where it came from). ``dep`` must speculate."""
+    """``acceptance``: prompt class -> (a, where it came from). ``dep`` must speculate. With
+    ``calibration`` each row says whether it lies outside the measured loads, and the report which
+    parameters were fitted and which assumed."""
     if not dep.method:
         raise ValueError("predict needs a speculative deployment (serving.speculation_method draft or eagle3, k >= 1)")
     if not loads or any(not isinstance(c, int) or c < 1 for c in loads):
@@ -102,6 +114,7 @@ def predict_deployment(
                     k_speedup,
                     cost_per_million_tokens(price_per_hour, b.tokens_per_s_per_node),
                     cost_per_million_tokens(price_per_hour, s.tokens_per_s_per_node),
+                    calibration is not None and provenance.extrapolated(calibration, dep, c),
                 )
             )
         cross = sm.crossover_concurrency(dep, profile, a, workload)
@@ -113,4 +126,17 @@ def predict_deployment(
             text = f"stops paying at ~{cross:.3g} clients in flight (model, batch interpolated)"
         classes.append(ClassPrediction(name, a, source, rows, cross, first, text))
     top = sm.decode_step(base, profile, dep.max_num_seqs).total_s
-    return PredictionReport(dep, profile, workload, price_per_hour, sorted(set(loads)), classes, sm.weight_bound_s(dep), top)
+    params = tuple(provenance.parameters(calibration, dep)) if calibration is not None else ()
+    return PredictionReport(
+        dep,
+        profile,
+        workload,
+        price_per_hour,
+        sorted(set(loads)),
+        classes,
+        sm.weight_bound_s(dep),
+        top,
+        calibration=calibration,
+        parameters=params,
+        deployment_sources=tuple((deployment_sources or {}).items()),
+    )

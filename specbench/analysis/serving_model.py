@@ -365,6 +365,51 @@ def prefill_step(dep: Deployment, profile: Profile, prompt_tokens: Sequence[int]
     )
 
 
+# --- admission: which waiting requests a prefill step takes ----------------------------------------
+# Per serving stack (config/serving_stacks.py ``max_prefills_per_batch``, where each value's source is
+# cited): None on vLLM 0.9.1 V0 with NxD Inference (its default scheduler prioritises prefills and
+# takes every waiting request that fits), 1 on the vllm-neuron plugin (NeuronScheduler's
+# ``max_prefills_per_batch = 1``). The emulator's Engine admits by the same function.
+
+
+def admitted(waiting: int, free_slots: int, max_prefills_per_batch: int | None = None) -> int:
+    """How many waiting requests the next prefill step admits: as many as fit the free slots, at most
+    ``max_prefills_per_batch`` (None: no limit of its own)."""
+    _check(_is_int(waiting) and waiting >= 0, "waiting", "an integer >= 0", waiting)
+    _check(_is_int(free_slots) and free_slots >= 0, "free_slots", "an integer >= 0", free_slots)
+    cap = max_prefills_per_batch
+    _check(cap is None or (_is_int(cap) and cap >= 1), "max_prefills_per_batch", "None (no limit) or an integer >= 1", cap)
+    fits = min(waiting, free_slots)
+    return fits if cap is None else min(fits, cap)
+
+
+def prefill_batches(waiting: int, free_slots: int, max_prefills_per_batch: int | None = None) -> list[int]:
+    """The sizes of the back-to-back prefill steps that admit ``waiting`` requests into ``free_slots``
+    (prefills come first on both stacks, so no decode step runs between them): 5 arrivals into 8 free
+    slots take one step of 5 without a limit, five steps of 1 at a limit of 1. Requests beyond the
+    free slots wait for a running sequence to end and are not admitted here."""
+    sizes: list[int] = []
+    while (n := admitted(waiting, free_slots, max_prefills_per_batch)) > 0:
+        sizes.append(n)
+        waiting, free_slots = waiting - n, free_slots - n
+    return sizes
+
+
+def burst_ttft_s(
+    dep: Deployment, profile: Profile, prompt_tokens: Sequence[int], free_slots: int, max_prefills_per_batch: int | None = None
+) -> list[float]:
+    """Time to first token of each request of a burst that reaches an idle replica at once (in arrival
+    order, the requests the free slots admit): the end of the prefill step that admits it, whose token
+    is its first."""
+    ttft: list[float] = []
+    clock, start = 0.0, 0
+    for size in prefill_batches(len(prompt_tokens), free_slots, max_prefills_per_batch):
+        clock += prefill_step(dep, profile, prompt_tokens[start : start + size]).total_s
+        ttft += [clock] * size
+        start += size
+    return ttft
+
+
 # --- what a client measures ------------------------------------------------------------------------
 
 
@@ -396,7 +441,8 @@ def predict(dep: Deployment, profile: Profile, a: float, concurrency: int, workl
 
     A request's decode takes N - 1 tokens / E steps of a batch of B = min(concurrency, max_num_seqs);
     prefill steps of the other B - 1 sequences (one each per request lifetime, run apart from decode
-    steps) interrupt it. Beyond max_num_seqs the surplus clients queue: TTFT grows by the wait for a
+    steps) interrupt it: exact where a step admits one prefill (vllm-neuron, ``admitted``), an upper
+    bound where requests arriving together share one (vLLM V0). Beyond max_num_seqs the surplus clients queue: TTFT grows by the wait for a
     slot (Little's law over the replica's request rate)."""
     _check(_is_int(concurrency) and concurrency >= 1, "concurrency", "an integer >= 1", concurrency)
     batch = min(concurrency, dep.max_num_seqs)

@@ -10,7 +10,11 @@ mean is not biased toward long completions.
 That holds only if nothing between the engine and the client merges chunks (a coalescing server,
 ``--stream-interval``-style batching, or a buffering proxy). So every figure is self-checked: the
 baseline must stream exactly 1.0 token per decode chunk, the speculative service at most k + 1;
-otherwise the figures are marked unreliable with the reason and never used silently.
+otherwise the figures are marked unreliable with the reason and never used silently. A step whose
+text is empty (a character split over two byte-level tokens, the end-of-sequence token) is a chunk
+of its own with its token (specbench.load.native.StreamState), so it never reads as coalescing.
+Records stored before that (issue 34) kept such a token in the next chunk: a baseline of theirs that
+streamed accented or CJK text fails the check.
 
 Pure functions: records in, figures out. Every figure names its ``source``: "stream" here,
 "metrics" for the /metrics counters (specbench.acceptance); ``cross_check`` shows both.

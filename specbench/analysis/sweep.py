@@ -388,7 +388,7 @@ class _Context:
         return cost.throughput(name, "", items, self.servers, self.price, slo=has_slo, seed=stats.seed_for(*seed, "cost"), **self.options)
 
     def cost_text(self, base: Sequence[RequestRecord], spec: Sequence[RequestRecord] | None, *seed: str) -> str:
-        """``$X -> $Y per M tokens (-Z%, CI ...)``; the baseline's cost alone when ``spec`` is None."""
+        """``$X -> $Y per M tokens, saving +$Z (+P%; 95% CI ...)``; the baseline's cost alone when ``spec`` is None."""
         if not self.price.known:
             return ""
         b = self.throughput("baseline", base, *seed, "baseline").cost_per_million
@@ -400,10 +400,8 @@ class _Context:
         )
         if b.point is None or s.point is None or saving is None or saving.percent.point is None:
             return ""
-        change = f"{-saving.percent.point:+.0f}%"
-        if saving.percent.known:
-            change += f", CI {-saving.percent.high:+.0f}% to {-saving.percent.low:+.0f}%"  # type: ignore[operator]
-        return f"${b.point:.2f} -> ${s.point:.2f} per M tokens ({change})"
+        # The saving as everywhere (cost.describe_saving): baseline - speculative, positive: cheaper.
+        return f"${b.point:.2f} -> ${s.point:.2f} per M tokens, saving {cost.describe_saving(saving, self.price)}"
 
     def speedup(self, base: Sequence[RequestRecord], spec: Sequence[RequestRecord], metric: str, *seed: str) -> stats.Interval:
         return stats.speedup(_values(base, metric), _values(spec, metric), seed=stats.seed_for(*seed, metric), **self.options)
@@ -673,10 +671,18 @@ def load_of_record(record: RequestRecord, default: Load) -> Load:
 
 
 def points_from_run(
-    run: Mapping[str, Any], records: Sequence[RequestRecord], acceptance: Mapping[str, Any], source: str = ""
+    run: Mapping[str, Any],
+    records: Sequence[RequestRecord],
+    acceptance: Mapping[str, Any],
+    source: str = "",
+    given_roles: Mapping[str, Any] | None = None,
 ) -> list[Point]:
     """A stored run as sweep points. A sweep point's run.json carries ``sweep``: its variant, load and
-    wave. A multi-level run of the long-running services gives one point per service and level."""
+    wave. A multi-level run of the long-running services gives one point per service and level, each
+    endpoint's role from specbench/results/roles.py (``given_roles``: a ``--role`` of the command;
+    RolesUnknown when an endpoint's role cannot be told)."""
+    from specbench.results.roles import run_roles
+
     plan = run.get("plan") or {}
     class_of = {c.get("name"): c.get("prompt_class") for c in (plan.get("suite") or {}).get("test_cases", []) if isinstance(c, dict)}
     for record in records:
@@ -688,18 +694,17 @@ def points_from_run(
         load = Load(str(lo.get("kind", CONCURRENCY)), float(lo.get("value", 1)))
         a = _class_acceptance(acceptance, None, variant.k, class_of, None)
         return [Point(str(sweep.get("point_id", "")), variant, load, int(sweep.get("wave", 0)), tuple(records), a, source)]
-    # A run of the long-running services: every endpoint is a variant; its k from the deployment.
-    deployment = plan.get("deployment") or {}
-    deployed = {d.get("name"): d for d in deployment.get("variants", []) if isinstance(d, dict)}
+    # A run of the long-running services: every endpoint is a variant; its role and k as recorded (issue 33).
+    roles = run_roles(run, acceptance, (r.variant for r in records), given_roles)
     default = Load(CONCURRENCY, float((plan.get("load") or {}).get("concurrency", 1)))
     grouped: dict[tuple[str, Load], list[RequestRecord]] = {}
     for record in records:
         grouped.setdefault((record.variant, load_of_record(record, default)), []).append(record)
     points = []
     for (name, load), mine in sorted(grouped.items(), key=lambda item: (item[0][0], item[0][1])):
-        d = deployed.get(name) or {}
-        k = d.get("num_speculative_tokens") if d.get("draft_model") else None
-        variant = Variant(BASELINE if not k else name, d.get("draft_model"), k, d.get("method"))
+        role = roles[name]
+        k = role.k if role.speculative else None
+        variant = Variant(BASELINE if not k else name, role.draft_model or None, k, role.method or None)
         a = _class_acceptance(acceptance, name, k, class_of, load.label)
         points.append(Point(f"{variant.name}-{load.label}", variant, load, 0, tuple(mine), a, source))
     return points

@@ -159,6 +159,25 @@ def filler_text(start: int, tokens: int) -> str:
     return "".join(f" w{i}" for i in range(start, start + tokens))
 
 
+SPLIT_EVERY = 5  # with split characters, tokens 3 and 4 of every 5 are one word opening with a 2-byte character
+
+
+def token_text(position: int, planned: int, split: bool, eos: bool = False) -> str:
+    """What the stream shows for token ``position`` of a ``planned``-token completion, as vLLM shows
+    it: the end-of-sequence token (the last one, when ``eos``) shows nothing; with ``split``, a token
+    that ends inside a character shows nothing and the next shows the whole word (vLLM's detokenizer
+    holds back an unfinished UTF-8 character: tests/vllm_frames.py). The text still re-tokenizes to
+    the tokens that carry text (``tokenize``: " ü7 w8" is two words), so /tokenize stays exact."""
+    if eos and position == planned - 1:
+        return ""
+    held = split and position % SPLIT_EVERY == SPLIT_EVERY - 2 and position + 1 < planned - eos
+    if held:
+        return ""
+    if split and position % SPLIT_EVERY == SPLIT_EVERY - 1 and position < planned - eos:
+        return f" ü{position - 1} w{position}"
+    return f" w{position}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Settings
 
@@ -185,9 +204,18 @@ class EmulatorProfile:
     # > 1: every this many content chunks go out as one event, as a buffering server or proxy would
     # (tests the stream-acceptance self-check); 0 or 1: one event per engine step, as vLLM streams.
     coalesce_chunks: int = 0
+    # Streams as vLLM sends them (tests/vllm_frames.py): a prompt containing a ``stop_at_once`` marker
+    # is answered with the end-of-sequence token at once (a finish frame with empty text counting 1
+    # token); one containing a ``split_characters`` marker gets a character split over two byte-level
+    # tokens every SPLIT_EVERY tokens (an empty-text frame, then the character). Case-insensitive.
+    stop_at_once: tuple[str, ...] = ()
+    split_characters: tuple[str, ...] = ()
     # The batch limit (vLLM --max-num-seqs): at most this many sequences run, later arrivals queue.
     # 256 is vLLM's default (SchedulerConfig); default_profiles use the deployment's 4.
     max_num_seqs: int = 256
+    # Requests one prefill step admits, the serving stack's (config/serving_stacks.py): None = as many as
+    # there are free slots (vLLM V0, the reference stack), 1 on the vllm-neuron plugin (eagle3_profile).
+    max_prefills_per_batch: int | None = None
     # With a deployment, step times come from the serving model (its k set from num_speculative_tokens),
     # times time_scale; without one, from the batch-independent fields above (target_step_s,
     # draft_cost_ratio, prefill_*), already scaled.
@@ -207,6 +235,12 @@ class EmulatorProfile:
         _require(_is_int(self.seed), "seed", "an integer", self.seed)
         _require(_is_int(self.coalesce_chunks) and self.coalesce_chunks >= 0, "coalesce_chunks", "an integer >= 0", self.coalesce_chunks)
         _require(_is_int(self.max_num_seqs) and self.max_num_seqs >= 1, "max_num_seqs", "an integer >= 1", self.max_num_seqs)
+        for name in ("stop_at_once", "split_characters"):
+            markers = getattr(self, name)
+            ok = isinstance(markers, tuple) and all(isinstance(m, str) and m.strip() for m in markers)
+            _require(ok, name, "a tuple of non-empty prompt markers", markers)
+        cap = self.max_prefills_per_batch
+        _require(cap is None or (_is_int(cap) and cap >= 1), "max_prefills_per_batch", "None (no limit) or an integer >= 1", cap)
         _require(_is_number(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0", self.time_scale)
         _require(isinstance(self.serving_profile, sm.Profile), "serving_profile", "a serving-model Profile", self.serving_profile)
         if self.deployment is not None:
@@ -257,6 +291,11 @@ class EmulatorProfile:
     def prefill_s(self, prompt_tokens: int) -> float:
         """A prefill step of one prompt alone."""
         return self.prefill_step_s([prompt_tokens])
+
+    def marked(self, markers: tuple[str, ...], prompt: str) -> bool:
+        """Whether ``prompt`` contains one of ``markers`` (case-insensitive, as acceptance_for)."""
+        lowered = prompt.lower()
+        return any(marker.lower() in lowered for marker in markers)
 
     def acceptance_for(self, prompt: str) -> float:
         """Case-insensitive: the first marker contained in the prompt gives p, else the default."""
@@ -329,6 +368,9 @@ def default_profiles(time_scale: float = 1.0) -> dict[str, EmulatorProfile]:
         default_acceptance=0.5,
         max_num_seqs=4,  # serving.max_num_seqs (config/model.py), the write-up's
         time_scale=time_scale,
+        # The translation class's answers carry characters split over two byte-level tokens, as
+        # accented and CJK text does on vLLM (empty-text frames that carry a token: issue 34).
+        split_characters=("Translate the following",),
     )
     return {
         "qwen-vllm": EmulatorProfile(**common),
@@ -344,7 +386,9 @@ def eagle3_profile(time_scale: float = 1.0, k: int = 5) -> EmulatorProfile:
     three-way demo. Illustrative figures, not measurements: a one-layer head costs less per draft
     step than a 1.7B draft (c 0.03 against 0.08), and public Qwen3-32B heads report shorter
     acceptance than that draft (REFERENCE.md section 5), so each marker's acceptance is 0.1 lower.
-    It exposes vLLM V1's counters, per position too, as that stack does (legacy_gauges off)."""
+    It exposes vLLM V1's counters, per position too, as that stack does (legacy_gauges off), and admits
+    one prefill per step, as the plugin's NeuronScheduler does (max_prefills_per_batch = 1;
+    config/serving_stacks.py cites it, tests/test_prefill_admission.py keeps the two equal)."""
     reference = default_profiles(time_scale)["qwen-sd-vllm"]
     acceptance = tuple((marker, round(max(p - 0.1, 0.0), 2)) for marker, p in reference.acceptance)
     return dataclasses_replace(
@@ -354,6 +398,7 @@ def eagle3_profile(time_scale: float = 1.0, k: int = 5) -> EmulatorProfile:
         acceptance=acceptance,
         default_acceptance=round(reference.default_acceptance - 0.1, 2),
         legacy_gauges=False,
+        max_prefills_per_batch=1,
     )
 
 
@@ -556,14 +601,15 @@ class Engine:
 
     At most ``max_num_seqs`` sequences hold a slot; later arrivals wait in arrival order (FCFS). Each
     step either prefills waiting requests or advances every running sequence by one decode step, never
-    both: vLLM V0's default scheduler prioritises prefills and runs them as steps of their own
-    (vllm/core/scheduler.py ``_schedule_default``; "By default, vLLM scheduler prioritizes prefills",
-    vllm-project/vllm PR 7874), and the Neuron schedulers separate them too (NxD Inference compiles
-    context encoding and token generation as separate graphs; the vllm-neuron plugin's NeuronScheduler
-    does "prefill/decode separation", docs vllm-neuron/docs/design/vllm/neuron-scheduler). A prefill
-    step admits as many waiting requests as there are free slots. Every chunk of a step is handed to
-    its stream at the step's end; back-to-back steps follow each other's deadlines, so late wake-ups
-    do not add up.
+    both: vLLM V0's default scheduler "prioritizes prefills and doesn't batch prefill and decode to the
+    same batch" (vLLM docs, Optimization and Tuning, Chunked Prefill; vllm/core/scheduler.py
+    ``_schedule_default``), and the Neuron schedulers separate them too (NxD Inference compiles context
+    encoding and token generation as separate graphs; the vllm-neuron plugin's NeuronScheduler does
+    "prefill/decode separation", docs vllm-neuron/docs/design/vllm/neuron-scheduler). A prefill step
+    admits as many waiting requests as there are free slots, at most the profile's
+    ``max_prefills_per_batch`` (serving_model.admitted: one on the vllm-neuron plugin, so a burst of N
+    takes N prefill steps). Every chunk of a step is handed to its stream at the step's end;
+    back-to-back steps follow each other's deadlines, so late wake-ups do not add up.
     """
 
     def __init__(self, profile: EmulatorProfile) -> None:
@@ -598,10 +644,12 @@ class Engine:
 
     def schedule(self, now: float) -> tuple[str, list[_Sequence], float] | None:
         """The next step's kind, batch and duration (moving the admitted requests into slots), or None
-        when there is nothing to run. Prefills first: waiting requests get every free slot."""
-        free = self.profile.max_num_seqs - len(self.running)
-        if self.waiting and free > 0:
-            batch, self.waiting = self.waiting[:free], self.waiting[free:]
+        when there is nothing to run. Prefills first: waiting requests get the free slots, as many as
+        the stack admits per step (serving_model.admitted)."""
+        free = max(self.profile.max_num_seqs - len(self.running), 0)
+        admit = sm.admitted(len(self.waiting), free, self.profile.max_prefills_per_batch)
+        if admit:
+            batch, self.waiting = self.waiting[:admit], self.waiting[admit:]
             self.running += batch
             return "prefill", batch, self.profile.prefill_step_s([s.record.prompt_tokens for s in batch])
         batch = self._decodable(now)
@@ -858,6 +906,8 @@ class Emulator:
         p = profile.acceptance_for(text) if profile.speculative else None
         rng = random.Random(request_seed(profile.seed, text, ordinal))
         planned = min(max_tokens, profile.max_model_len - prompt_tokens)
+        eos = profile.marked(profile.stop_at_once, text)
+        planned = 1 if eos else planned  # its first token is the end of sequence
         # Tokens and acceptance of every step, sampled now: the same request plays the same chunks
         # whatever the load (offsets come from the engine; the plan's own offsets are unused).
         plan = plan_chunks(planned, 0.0, 0.0, profile.num_speculative_tokens, p or 0.0, rng)
@@ -878,6 +928,7 @@ class Emulator:
             return _error(500, "injected fault: internal server error", "InternalServerError")
         include_usage = bool(options.get("include_usage"))
         stream = _Stream(request, record, chat, include_usage, include_usage and bool(options.get("continuous_usage_stats")))
+        stream.split, stream.eos = profile.marked(profile.split_characters, text), eos
         sequence = self.engine.submit(record, plan)
         try:
             await self._play(stream, sequence)
@@ -948,6 +999,8 @@ class _Stream:
         self.response.headers["X-Request-Id"] = record.request_id
         self.completion_tokens = 0
         self.role_sent = False
+        self.split = False  # characters split over two tokens (token_text)
+        self.eos = False  # the last token is the end of sequence: no text, finish_reason "stop"
 
     async def open(self, model: str) -> None:
         prefix = "chatcmpl" if self.chat else "cmpl"
@@ -974,9 +1027,10 @@ class _Stream:
 
     async def content(self, tokens: int, finish: bool) -> None:
         await self.role()
-        text = filler_text(self.completion_tokens, tokens)
+        start, planned = self.completion_tokens, self.record.max_tokens
+        text = "".join(token_text(position, planned, self.split, self.eos) for position in range(start, start + tokens))
         self.completion_tokens += tokens
-        reason = "length" if finish else None
+        reason = ("stop" if self.eos else "length") if finish else None
         if self.chat:
             choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": reason}
         else:
@@ -1186,6 +1240,13 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
         help="send every N content chunks as one event, as a buffering proxy would (0: one per step)",
     )
     parser.add_argument(
+        "--stop-at-once",
+        action="append",
+        default=[],
+        metavar="MARKER",
+        help="answer a prompt containing MARKER with the end-of-sequence token at once: a 1-token completion (repeatable)",
+    )
+    parser.add_argument(
         "--only", choices=("baseline", "speculative"), help="serve one of the two (run two processes to measure at high load)"
     )
     # Sweeps (scripts/demo_sweep.py): one speculative server per k, each with the same draft cost.
@@ -1211,6 +1272,8 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
         parser.error("--coalesce-chunks must be >= 0")
     if args.max_num_seqs is not None and args.max_num_seqs < 1:
         parser.error(f"--max-num-seqs must be an integer >= 1, got {args.max_num_seqs}")
+    if any(not marker.strip() for marker in args.stop_at_once):
+        parser.error("--stop-at-once must be a non-empty prompt marker")
     serving = None
     if args.profile or args.serving_model:
         if args.draft_cost_ratio is not None:
@@ -1226,6 +1289,7 @@ def main_emulate(argv: Sequence[str] | None = None, stop: threading.Event | None
             legacy_gauges=args.legacy_gauges and profile.speculative,
             spec_metrics=not args.no_spec_metrics,
             coalesce_chunks=args.coalesce_chunks,
+            stop_at_once=tuple(args.stop_at_once),
             **({} if args.max_num_seqs is None else {"max_num_seqs": args.max_num_seqs}),
         )
         for name, profile in default_profiles(args.time_scale).items()

@@ -124,7 +124,16 @@ class StreamState:
     Every event is checked against the shapes vLLM sends (vllm/entrypoints/openai/protocol.py:
     ChatCompletionStreamResponse / CompletionStreamResponse, ``choices`` a list of objects with
     ``delta.content`` or ``text`` a string, ``usage`` a UsageInfo of integer counts); anything else
-    raises StreamError, and so does a stream whose usage would give a wrong figure."""
+    raises StreamError, and so does a stream whose usage would give a wrong figure.
+
+    A chunk is one server step that delivered output: an event with a choice carrying text, or one
+    whose usage rose although its text is empty. vLLM sends one event per engine step, and a step's
+    text is empty when its last token ends inside a UTF-8 character (the next step's event shows the
+    character: 0.9.1 detokenizer_utils.py ``new_text.endswith("�")`` returns "", 0.29.0
+    v1/engine/detokenizer.py ``return token or ""``) or when the token is the end of sequence (never
+    detokenized: 0.9.1 stop_checker.py, 0.29.0 detokenizer ``update`` with ``stop_terminated``); the
+    usage still counts it. Merging such a step into the next would make a non-speculative server
+    look as if it coalesced two steps; an end-of-sequence first token is a 1-token completion."""
 
     # The model requested, and any other name the stream may carry for it: an event naming another
     # is model_mismatch ("" = not checked). vLLM streams its first --served-model-name whichever
@@ -139,10 +148,11 @@ class StreamState:
     usage_seen: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int = 0
-    pending_tokens: int = 0  # counted by usage on a chunk without content: belongs to the next content
-    content_without_usage: int = 0  # content chunks whose event carried no usage
-    content_after_usage: bool = False  # a content chunk came after the last usage seen
-    per_chunk: bool = True  # every content chunk's tokens are known (false: only the total is)
+    pending_tokens: int = 0  # counted by usage on an event that is no chunk (no choice): joins the next chunk
+    content_without_usage: int = 0  # chunks whose event carried no usage
+    content_after_usage: bool = False  # a chunk came after the last usage seen
+    per_chunk: bool = True  # every chunk's tokens are known (false: only the total is)
+    finish_at: float | None = None  # arrival of the first event whose choice carried a finish_reason
     done: bool = False
     end_to_end: float = 0.0  # arrival of the read that completed the [DONE] line
 
@@ -170,19 +180,21 @@ class StreamState:
                 text = _field(delta, "content", str, "choices[0].delta.content")
             else:
                 text = _field(choice, "text", str, "choices[0].text")
-        if usage is not None:
-            self._add_usage(usage)
-        if text:
+            if self.finish_at is None and choice.get("finish_reason") is not None:
+                self.finish_at = at
+        rose = self._add_usage(usage) if usage is not None else False
+        if text or (rose and choices):  # a step's tokens, shown or not yet (see the class's docstring)
             if usage is None:
                 self.content_without_usage += 1
                 if self.usage_seen:
                     self.content_after_usage = True
             self.times.append(at)
-            self.texts.append(text)
+            self.texts.append(text or "")
             self.tokens.append(self.pending_tokens)
             self.pending_tokens = 0
 
-    def _add_usage(self, usage: dict[str, Any]) -> None:
+    def _add_usage(self, usage: dict[str, Any]) -> bool:
+        """Take in an event's usage; whether it counted more completion tokens than the last."""
         self.usage_seen, self.content_after_usage = True, False
         prompt = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
         self.prompt_tokens = self.prompt_tokens if prompt is None else prompt
@@ -197,13 +209,22 @@ class StreamState:
                 f"usage.completion_tokens went backwards, {self.completion_tokens} -> {cumulative}: no token count can be trusted",
                 "tokens_backwards",
             )
+        rose = cumulative > self.completion_tokens
         self.pending_tokens += cumulative - self.completion_tokens
         self.completion_tokens = cumulative
+        return rose
 
     def finish(self) -> None:
         """After [DONE]: the last usage's tokens join the last chunk, and the counts are checked."""
+        if not self.times and self.pending_tokens and self.finish_at is not None:
+            # Usage only at the end (no continuous_usage_stats) of a completion whose only token was
+            # the end of sequence: its finish event, text empty and no usage, was that token's step.
+            self.times.append(self.finish_at)
+            self.texts.append("")
+            self.tokens.append(0)
+            self.content_without_usage += 1
         if not self.times:
-            raise StreamError(CLIENT_ERROR, "empty completion: no content chunk arrived", "empty_completion")
+            raise StreamError(CLIENT_ERROR, "empty completion: no text and no token arrived", "empty_completion")
         if not self.usage_seen:
             return  # tokens are counted with /tokenize afterwards
         if self.content_after_usage:
@@ -211,16 +232,16 @@ class StreamState:
                 CLIENT_ERROR, "content arrived after the last usage: the completion's token count is unknown", "tokens_missing"
             )
         if self.pending_tokens:
-            self.tokens[-1] += self.pending_tokens  # e.g. a final usage chunk counting the stop token
+            self.tokens[-1] += self.pending_tokens  # e.g. a final usage-only event counting more tokens
             self.pending_tokens = 0
-        # Usage on some events but not on every content chunk (vLLM without continuous_usage_stats:
-        # only the last chunk): the total is exact, the tokens of each chunk are not known.
+        # Usage on some events but not on every chunk (vLLM without continuous_usage_stats: only the
+        # final usage-only event): the total is exact, the tokens of each chunk are not known.
         self.per_chunk = self.content_without_usage == 0
         chunks, total = len(self.times), self.completion_tokens
         if total < chunks or (self.per_chunk and 0 in self.tokens):
             raise StreamError(
                 CLIENT_ERROR,
-                f"usage counts {total} completion tokens for {chunks} content chunks"
+                f"usage counts {total} completion tokens for {chunks} chunks"
                 + (f" (chunk {self.tokens.index(0) + 1} carried none)" if self.per_chunk and total >= chunks else ""),
                 "fewer_tokens_than_chunks",
             )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specbench import jsonfile
-from specbench.analysis import aggregate, cost
+from specbench.analysis import aggregate, cost, loads
 from specbench.analysis.aggregate import RunSummary, cross_stack_note
 from specbench.analysis.stats import format_interval
 
@@ -241,8 +241,16 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
                     )
                     + " |"
                 )
+                if group.kind == "prompt class":
+                    rows.extend(_level_rows(group, comparison, summary.servers_per_node))
+        pooled = (
+            " A run at several load levels: a prompt class's first row pools the levels, the rows under it are each level "
+            "(the answer can change with the load)."
+            if len(summary.levels) > 1
+            else ""
+        )
         note = (
-            f"Speedup = baseline median / speculative median, 95% bootstrap CI in parentheses. Acceptance = vLLM's "
+            f"Speedup = baseline median / speculative median, 95% bootstrap CI in parentheses.{pooled} Acceptance = vLLM's "
             "accepted/drafted tokens from /metrics, else measured from the stream where marked (stream); a = per-token acceptance; "
             f"expected = E/(k·c+1) with c = {summary.draft_cost_ratio}; short of model = the whole CI of the time-per-output-token "
             "speedup lies below it."
@@ -258,6 +266,17 @@ def speedup_markdown(summary: RunSummary | None, settings: DashboardSettings, li
     return "## Speedup of speculative decoding\n\n" + head + "\n" + "\n".join(rows) + "\n\n" + note
 
 
+def _level_rows(group: aggregate.Group, comparison: aggregate.Comparison, servers_per_node: int) -> list[str]:
+    """A prompt class's speedups at each load level of a run at several (the load per server and per node)."""
+    rows = []
+    for lc in comparison.levels:
+        load = _md(loads.describe_level(lc.level, servers_per_node))
+        speedups = " | ".join(format_interval(lc.speedups[m]) for m in aggregate.SPEEDUP_ORDER)
+        cells = (f"**{_md(group.name)}** at {load}", _md(comparison.variant), speedups, "-", "-", "-", "-", f"{sum(lc.requests)} requests")
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
 def cost_markdown(summary: RunSummary | None, prompt_class: str) -> str:
     """One prompt class: per load level and service, output tokens per second per node while busy and
     the cost of a million output tokens with 95% CIs, the change against the baseline, and the price
@@ -266,7 +285,8 @@ def cost_markdown(summary: RunSummary | None, prompt_class: str) -> str:
     group = next((g for g in summary.prompt_classes if g.name == prompt_class), None) if summary else None
     if summary is None or group is None:
         return title + "\n\nNo stored run has this class: the graph beside shows what CloudWatch has."
-    head = "| load | service | tokens/s per node | cost per M tokens | change |\n|---|---|---|---|---|"
+    columns = ("load (per server, per node)", "service", "tokens/s per node", "cost per M tokens", cost.SAVING_HEADER)
+    head = "| " + " | ".join(columns) + " |\n|---|---|---|---|---|"
     savings = {(s.variant, s.level): s for c in group.comparisons for s in c.savings if s}
     rows = []
     for variant in group.variants.values():
@@ -275,7 +295,8 @@ def cost_markdown(summary: RunSummary | None, prompt_class: str) -> str:
                 cost.describe_saving(savings.get((variant.variant, t.level)), summary.price) if variant.variant != summary.baseline else "-"
             )
             rows.append(
-                f"| {_md(t.level)} | {_md(variant.variant)} | {format_interval(t.per_node, unit='', digits=1)} | "
+                f"| {_md(loads.describe_level(t.level, summary.servers_per_node))} | {_md(variant.variant)} | "
+                f"{format_interval(t.per_node, unit='', digits=1)} | "
                 f"{_md(cost.describe_cost(t.cost_per_million, summary.price))} | {_md(change)} |"
             )
     note = (

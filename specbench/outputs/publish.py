@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from specbench import jsonfile
-from specbench.analysis import cost, stream_acceptance
+from specbench.analysis import cost, loads, stream_acceptance
 from specbench.outputs import cloudwatch
 from specbench.results import runfiles, validity
 from specbench.results.records import RequestRecord
@@ -186,7 +186,7 @@ def summary_table(cases: list[Any], baseline: str) -> str:
 
 def cost_table(records: list[RequestRecord], settings: dict[str, Any], baseline: str, default_level: str, resamples: int = 1000) -> str:
     """Per prompt class, load level and endpoint: output tokens per second per node while busy and
-    the cost of a million output tokens (95% bootstrap CIs), the change against the baseline, and
+    the cost of a million output tokens (95% bootstrap CIs), the saving against the baseline, and
     the price used with where it came from (specbench/analysis/cost.py)."""
     from specbench.analysis.stats import format_interval, seed_for
 
@@ -194,7 +194,8 @@ def cost_table(records: list[RequestRecord], settings: dict[str, Any], baseline:
     servers, servers_source = cost.recorded_servers_per_node(settings)
     lines = [
         f"cost per million output tokens at {price.describe()}; {servers} servers per node ({servers_source})",
-        f"{'prompt class':<15} {'load':<5} {'endpoint':<16} {'tokens/s per node':<24} {'cost per M tokens':<22} change vs baseline",
+        f"{'prompt class':<15} {'load (per server, per node)':<42} {'endpoint':<16} {'tokens/s per node':<24} {'cost per M tokens':<22} "
+        + cost.SAVING_HEADER.lower(),
     ]
     share_of: dict[int, cost.Share] = {}
     for variant in {r.variant for r in records}:
@@ -213,8 +214,8 @@ def cost_table(records: list[RequestRecord], settings: dict[str, Any], baseline:
         if variant != baseline:
             base = groups.get((prompt_class, level, baseline), [])
             change = cost.describe_saving(cost.saving(variant, level, base, items, servers, servers, price, **options), price)
-        per_node = format_interval(figures.per_node, unit="", digits=1)
+        per_node, load = format_interval(figures.per_node, unit="", digits=1), loads.describe_level(level, servers)
         lines.append(
-            f"{prompt_class:<15} {level:<5} {variant:<16} {per_node:<24} {cost.describe_cost(figures.cost_per_million, price):<22} {change}"
+            f"{prompt_class:<15} {load:<42} {variant:<16} {per_node:<24} {cost.describe_cost(figures.cost_per_million, price):<22} {change}"
         )
     return "\n".join(lines)

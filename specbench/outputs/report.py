@@ -18,6 +18,7 @@ from typing import Any
 
 from specbench.analysis.aggregate import (
     COMPLETE,
+    HEADLINE_METRIC,
     LATENCY_METRICS,
     MODEL_METRIC,
     NO_DATA,
@@ -28,7 +29,8 @@ from specbench.analysis.aggregate import (
     VariantStats,
     cross_stack_note,
 )
-from specbench.analysis.cost import BUSY_DEFINITION, NO_PRICE, describe_cost, describe_saving
+from specbench.analysis.cost import BUSY_DEFINITION, NO_PRICE, SAVING_HEADER, describe_cost, describe_saving, signed_amount
+from specbench.analysis.loads import describe_level
 from specbench.analysis.stats import Interval, format_interval
 from specbench.outputs.report_names import ACCEPTANCE_CHART, METRIC_DISPLAY, SPEEDUP_CHART, STREAM_HISTOGRAM_CHART, latency_chart_name
 
@@ -224,7 +226,10 @@ def deployment_table(summary: RunSummary) -> Table:
 
 
 def load_table(summary: RunSummary) -> Table:
-    rows = [(key, _value(value)) for key, value in summary.parameters.items() if value is not None]
+    multi = len(summary.levels) > 1  # the levels replace the plan's one concurrency
+    rows = [(key, _value(value)) for key, value in summary.parameters.items() if value is not None and not (multi and key == "concurrency")]
+    if len(summary.levels) > 1:
+        rows.append(("load levels", "; ".join(describe_level(level, summary.servers_per_node) for level in summary.levels)))
     rows.append(("baseline service", summary.baseline))
     rows.append(("speculative services", _value(summary.speculative) or "none"))
     rows.append(("draft cost ratio c (model)", f"{summary.draft_cost_ratio:g}"))
@@ -236,6 +241,12 @@ def load_table(summary: RunSummary) -> Table:
 # --- the decision -------------------------------------------------------------------------------
 
 
+# One sign for the saving everywhere: baseline - speculative, as run.json's figure_definitions
+# (cost.FIGURE_DEFINITIONS["cost_saving"]) define it; positive: the speculative service is cheaper.
+GOODPUT_SAVING_HEADER = "Saving within SLOs (baseline - speculative)"
+# The load of a row: its level's label, said per server and per node (analysis.loads).
+LOAD_HEADER = "Load (per server, per node)"
+
 DECISION_HEADERS = (
     "Group",  # "Prompt class" or "Test case": the rest is the same in both tables
     "Service",
@@ -244,7 +255,7 @@ DECISION_HEADERS = (
     "Per-token speedup (TPOT)",
     "Cost per M output tokens: baseline",
     "Cost per M: speculative",
-    "Cost change",
+    SAVING_HEADER,
     "Acceptance length (source)",
     "Self-check",
     "Requests (baseline / speculative)",
@@ -253,32 +264,40 @@ DECISION_HEADERS = (
 
 def decision_table(summary: RunSummary, kind: str = "prompt class") -> Table:
     """The answer per prompt class (or per test case, same columns): faster or not, by how much per
-    answer and per token, what a million output tokens cost on each service and the change, the
-    acceptance behind it and where it came from, the stream's self-check, how many requests."""
+    answer and per token, what a million output tokens cost on each service and the saving, the
+    acceptance behind it and where it came from, the stream's self-check, how many requests. A run
+    at several load levels gets a row per level (its load column after the service): the answer
+    can change with the load, and a figure pooled over levels answers none of them."""
     groups = summary.prompt_classes if kind == "prompt class" else summary.test_cases
+    multi = len(summary.levels) > 1
     rows = []
     for group in groups:
         base = group.variants.get(summary.baseline)
         for comparison in group.comparisons:
             spec = group.variants.get(comparison.variant)
             k = f", k={comparison.num_speculative_tokens}" if comparison.num_speculative_tokens else ""
-            rows.append(
-                (
-                    group.name,
-                    comparison.variant + k,
-                    faster(comparison.headline),
-                    format_interval(comparison.headline),
-                    format_interval(comparison.speedups[MODEL_METRIC]),
-                    _costs(base, summary),
-                    _costs(spec, summary),
-                    "; ".join(_levelled(s.level, describe_saving(s, summary.price), summary) for s in comparison.savings if s)
-                    or describe_saving(None, summary.price),
-                    _acceptance_cell(comparison, spec),
-                    _self_check(spec),
-                    f"{_requests(base)} / {_requests(spec)}",
-                )
-            )
-    return Table(("Prompt class" if kind == "prompt class" else "Test case", *DECISION_HEADERS[1:]), rows)
+            evidence = (_acceptance_cell(comparison, spec), _self_check(spec))
+            if not multi:
+                saving = "; ".join(describe_saving(s, summary.price) for s in comparison.savings if s)
+                saving = saving or describe_saving(None, summary.price)
+                figures = (_costs(base, summary), _costs(spec, summary), saving)
+                requests = f"{_requests(base)} / {_requests(spec)}"
+                rows.append((group.name, comparison.variant + k, *_speeds(comparison.speedups), *figures, *evidence, requests))
+                continue
+            savings = {s.level: s for s in comparison.savings if s}
+            for lc in comparison.levels:
+                figures = (_costs(base, summary, lc.level), _costs(spec, summary, lc.level))
+                saving = describe_saving(savings.get(lc.level), summary.price)
+                load = describe_level(lc.level, summary.servers_per_node)
+                requests = f"{lc.requests[0]} / {lc.requests[1]}"
+                rows.append((group.name, comparison.variant + k, load, *_speeds(lc.speedups), *figures, saving, *evidence, requests))
+    headers = ("Prompt class" if kind == "prompt class" else "Test case", DECISION_HEADERS[1], *((LOAD_HEADER,) if multi else ()))
+    return Table((*headers, *DECISION_HEADERS[2:]), rows)
+
+
+def _speeds(speedups: Mapping[str, Interval]) -> tuple[str, str, str]:
+    headline = speedups[HEADLINE_METRIC]
+    return faster(headline), format_interval(headline), format_interval(speedups[MODEL_METRIC])
 
 
 def faster(interval: Interval) -> str:
@@ -290,16 +309,14 @@ def faster(interval: Interval) -> str:
     return "yes" if interval.low > 1 else "no: slower" if interval.high < 1 else "no clear difference"
 
 
-def _levelled(level: str, text: str, summary: RunSummary) -> str:
-    return f"{level}: {text}" if len(summary.levels) > 1 else text
-
-
-def _costs(variant: VariantStats | None, summary: RunSummary) -> str:
+def _costs(variant: VariantStats | None, summary: RunSummary, level: str | None = None) -> str:
+    """The cost of a million output tokens at ``level`` (None: the run's one level)."""
     if not summary.price.known:
         return NO_PRICE
-    if variant is None or not variant.throughput:
+    found = [t for t in (variant.throughput if variant else []) if level is None or t.level == level]
+    if not found:
         return "n/a"
-    return "; ".join(_levelled(t.level, describe_cost(t.cost_per_million, summary.price), summary) for t in variant.throughput)
+    return "; ".join(describe_cost(t.cost_per_million, summary.price) for t in found)
 
 
 def _acceptance_cell(comparison: Comparison, variant: VariantStats | None) -> str:
@@ -326,29 +343,49 @@ def _requests(variant: VariantStats | None) -> str:
 
 def cost_headline(summary: RunSummary) -> str:
     """One sentence: the price used, then per prompt class the cost of a million output tokens on
-    each service and the change (at the run's highest load level when it measured several)."""
+    each service and the saving (baseline - speculative), at each load level the run measured,
+    each figure named by its level (the levels said per server and per node)."""
     if not summary.speculative or summary.completeness == NO_DATA:
         return ""
-    if not summary.price.known:
+    if not summary.price.known:  # which price is missing ("no price for <instance> in <region> (<mode>)"), when known
+        if summary.price.source.startswith("no price"):
+            return f"Cost per million output tokens: not computed: {summary.price.describe()}."
         return "Cost per million output tokens: not computed (no price): set results.node_price_per_hour or --node-price-per-hour."
+    multi = len(summary.levels) > 1
     parts = []
     for group in summary.prompt_classes:
         base = group.variants.get(summary.baseline)
         for comparison in group.comparisons:
             spec = group.variants.get(comparison.variant)
-            if not (base and spec and base.throughput and spec.throughput and comparison.savings and comparison.savings[-1]):
-                continue
-            b, p, change = base.throughput[-1], spec.throughput[-1], comparison.savings[-1]
             label = group.name if len(summary.speculative) == 1 else f"{group.name} ({comparison.variant})"
-            if b.cost_per_million.point is None or p.cost_per_million.point is None or change.percent.point is None:
-                continue
-            at = f" at {b.level}" if len(summary.levels) > 1 else ""
-            parts.append(f"{label}{at} ${b.cost_per_million.point:.2f} → ${p.cost_per_million.point:.2f} ({-change.percent.point:+.0f}%)")
+            figures = _level_costs(base, spec, comparison, multi)
+            if figures:
+                parts.append(f"{label}: " + ", ".join(figures) if multi else f"{label} {figures[0]}")
     if not parts:
         return ""
-    return (
-        f"Cost per million output tokens at ${summary.price.per_hour:.2f} per node-hour, baseline -> speculative: " + "; ".join(parts) + "."
-    )
+    at = f" at ${summary.price.per_hour:.2f} per node-hour, baseline → speculative (saving = baseline - speculative, + is cheaper)"
+    if multi:
+        at += ", per load level (" + "; ".join(describe_level(level, summary.servers_per_node) for level in summary.levels) + ")"
+    return f"Cost per million output tokens{at}: " + "; ".join(parts) + "."
+
+
+def _level_costs(base: VariantStats | None, spec: VariantStats | None, comparison: Comparison, multi: bool) -> list[str]:
+    """``at c1 $4.12 → $2.20 (saving +$1.92, +47%)`` per level both services have figures at."""
+    if base is None or spec is None:
+        return []
+    spec_at = {t.level: t for t in spec.throughput}
+    saving_at = {s.level: s for s in comparison.savings if s}
+    figures = []
+    for b in base.throughput:
+        p, saving = spec_at.get(b.level), saving_at.get(b.level)
+        if p is None or saving is None or saving.dollars.point is None or saving.percent.point is None:
+            continue
+        if b.cost_per_million.point is None or p.cost_per_million.point is None:
+            continue
+        at = f"at {b.level} " if multi else ""
+        change = f"saving {signed_amount(saving.dollars.point, '$')}, {signed_amount(saving.percent.point, '%')}"
+        figures.append(f"{at}${b.cost_per_million.point:.2f} → ${p.cost_per_million.point:.2f} ({change})")
+    return figures
 
 
 def throughput_table(summary: RunSummary) -> Table:
@@ -356,16 +393,16 @@ def throughput_table(summary: RunSummary) -> Table:
     per node while busy, the cost of a million output tokens, and the same for goodput."""
     headers = (
         "Group",
-        "Load",
+        LOAD_HEADER,
         "Service",
         "Tokens/s per server (busy)",
         "Servers per node",
         "Tokens/s per node",
         "Cost per M output tokens",
-        "Change vs baseline",
+        SAVING_HEADER,
         "Goodput tokens/s per node (within SLOs)",
         "Cost per M tokens within SLOs",
-        "Change vs baseline (within SLOs)",
+        GOODPUT_SAVING_HEADER,
         "Busy s / requests",
     )
     rows = []
@@ -378,7 +415,7 @@ def throughput_table(summary: RunSummary) -> Table:
                 rows.append(
                     (
                         group.name,
-                        t.level,
+                        describe_level(t.level, summary.servers_per_node),
                         variant.variant,
                         format_interval(t.per_server, unit="", digits=1),
                         str(t.servers_per_node),
@@ -470,10 +507,20 @@ def how_to_read(summary: RunSummary) -> list[str]:
         "(above 1.00x the speculative service is faster). "
         f"The range in brackets is the {confidence:.0%} confidence interval: a percentile bootstrap "
         f"({resamples} resamples, each service's requests resampled independently). "
-        "Faster? says yes only when the whole end-to-end interval lies above 1.",
+        "Faster? says yes only when the whole end-to-end interval lies above 1."
+        + (
+            " This run measured several load levels: the verdict and the decision tables answer per level "
+            "(batching helps the baseline too, so the answer can change with the load); the detailed speedup "
+            "table pools the levels."
+            if len(summary.levels) > 1
+            else ""
+        ),
         "Cost per M output tokens = the node's price per hour / 3600 / output tokens per second per node while busy x 1e6; "
-        "its interval is the bootstrap of the requests (tokens and busy share). Cost change is speculative - baseline "
-        "(negative: cheaper). At more requests in flight a server is busier with more requests at once, so tokens per "
+        "its interval is the bootstrap of the requests (tokens and busy share). The saving is baseline - speculative, "
+        "as run.json's figure_definitions.cost_saving defines it (positive: the speculative service is cheaper; "
+        "negative: dearer), in dollars and % of the baseline's, each with its interval. A load level is per server "
+        "(c4: 4 requests in flight at each server; r2: 2 requests/s sent to each), per node times the servers per node. "
+        "At more requests in flight a server is busier with more requests at once, so tokens per "
         "second go up and the cost per token down, for both services, and the saving shrinks as batching helps the "
         "baseline too.",
         f"Expected speedup = E/(k·c+1), the standard model (Leviathan et al. 2023) for the time per output token, "

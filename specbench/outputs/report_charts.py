@@ -170,39 +170,48 @@ def _acceptance_value(case: Group, variant: str, measure: str) -> float | None:
 
 def speedup_chart(ax: Axes, summary: RunSummary) -> bool:
     """Per test case and prompt class: measured TPOT speedup (bar, CI) next to the model's (marker);
-    groups short of the model get a red hatched bar and a red label."""
+    groups short of the model get a red hatched bar and a red label. A run at several load levels
+    gets a bar per service and level (lighter at higher loads): pooled, the levels answer none."""
     groups = [*summary.test_cases, *summary.prompt_classes]
     shown = [v for v in summary.speculative if any(_speedup_or_expected(c) for g in groups for c in g.comparisons if c.variant == v)]
     if not shown:
         return False
-    offsets, width = _offsets(len(shown))
+    levels: list[str | None] = list(summary.levels) if len(summary.levels) > 1 else [None]
+    series = [(variant, level) for variant in shown for level in levels]
+    offsets, width = _offsets(len(series))
     handles: list[Artist] = []
-    for offset, variant in zip(offsets, shown, strict=True):
-        found = [(x + offset, c) for x, g in enumerate(groups) for c in g.comparisons if c.variant == variant]
-        measured = [(x, c) for x, c in found if c.speedups[MODEL_METRIC].point is not None]
+    short = [False] * len(groups)
+    for offset, (variant, level) in zip(offsets, series, strict=True):
+        found = [(x, c) for x, g in enumerate(groups) for c in g.comparisons if c.variant == variant]
+        measured = [(x, c, m) for x, c in found if (m := _tpot_at(c, level)).point is not None]
+        alpha = 1.0 - 0.55 * (levels.index(level) / max(len(levels) - 1, 1))
         if measured:
-            xs, flags = [x for x, _ in measured], [bool(c.shortfall) for _, c in measured]
+            flags = [_short(c, m) for _, c, m in measured]
+            for (x, _, _), flag in zip(measured, flags, strict=True):
+                short[x] = short[x] or flag
+            xs = [x + offset for x, _, _ in measured]
             ax.bar(
                 xs,
-                [c.speedups[MODEL_METRIC].point for _, c in measured],
+                [m.point for _, _, m in measured],
                 width,
                 color=_color(summary, variant),
+                alpha=alpha,
                 hatch=["xx" if f else "" for f in flags],
                 edgecolor=[SHORT_COLOR if f else "none" for f in flags],
                 linewidth=2,
             )
-            _error_bars(ax, xs, [c.speedups[MODEL_METRIC] for _, c in measured])
-            handles.append(Patch(color=_color(summary, variant), label=f"{variant}: measured TPOT speedup (95% CI)"))
-        expected = [(x, c.expected_speedup) for x, c in found if c.expected_speedup is not None]
+            _error_bars(ax, xs, [m for _, _, m in measured])
+            at = f" at {level}" if level else ""
+            handles.append(Patch(color=_color(summary, variant), alpha=alpha, label=f"{variant}{at}: measured TPOT speedup (95% CI)"))
+        expected = [(x + offset, c.expected_speedup) for x, c in found if c.expected_speedup is not None]
         ax.scatter([x for x, _ in expected], [e for _, e in expected], marker="D", s=45, color="black", zorder=3)
     handles.append(Line2D([], [], marker="D", color="black", linestyle="none", label=f"expected (model, c={summary.draft_cost_ratio:g})"))
-    short = [any(c.shortfall for c in g.comparisons) for g in groups]
     if any(short):
         handles.append(Patch(facecolor="white", edgecolor=SHORT_COLOR, hatch="xx", label="short of model: CI below expected"))
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     if summary.test_cases and summary.prompt_classes:
         ax.axvline(len(summary.test_cases) - 0.5, color="#555555", linewidth=1, linestyle=":")
-    ax.set_title("Time-per-output-token speedup over the baseline: measured vs the model")
+    ax.set_title("Time-per-output-token speedup over the baseline: measured vs the model" + (", per load level" if levels[0] else ""))
     ax.set_ylabel("speedup (x)")
     ax.set_ylim(bottom=0.0)
     _x_axis(ax, [g.name if g.kind == "test case" else f"{g.name} (class)" for g in groups])
@@ -212,6 +221,19 @@ def speedup_chart(ax: Axes, summary: RunSummary) -> bool:
             label.set_fontweight("bold")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return True
+
+
+def _tpot_at(comparison: Comparison, level: str | None) -> Interval:
+    """The TPOT speedup pooled (``level`` None: a run at one level) or at one level."""
+    if level is None:
+        return comparison.speedups[MODEL_METRIC]
+    return next((lc.speedups[MODEL_METRIC] for lc in comparison.levels if lc.level == level), UNKNOWN)
+
+
+def _short(comparison: Comparison, measured: Interval) -> bool:
+    """Short of the model: the measured interval lies below the expected speedup (Comparison.shortfall)."""
+    expected = comparison.expected_speedup
+    return expected is not None and measured.high is not None and measured.high < expected
 
 
 def _speedup_or_expected(comparison: Comparison) -> bool:

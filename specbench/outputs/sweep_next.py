@@ -5,26 +5,29 @@ Reads the sweep's stored points (as sweep-report does), decides at every load wi
 decisions, every candidate's prediction, and the next stage's variants and points), and prints the
 decisions and the command that starts the next stage. The sweep never schedules pods itself: the
 next stage is an Indexed Job of the same template, started by that command, and Kubernetes runs
-its pods. ``stage_job`` is the filter in that command: it turns the CronJob's Job (``kubectl create
-job --from=cronjob/... --dry-run=client -o json``) into the stage's Job.
+its pods. ``stage_job`` (specbench/outputs/stage_job.py) is the filter in that command: it turns the
+CronJob's Job (``kubectl create job --from=cronjob/... --dry-run=client -o json``) into the stage's Job.
 """
 
 from __future__ import annotations
 
-import copy
 import json
+import math
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specbench import jsonfile
+from specbench.analysis import cost
 from specbench.analysis.sweep import Point
-from specbench.sweep import evidence, staged
+from specbench.names import check_name
+from specbench.outputs.stage_job import CRONJOB, STAGE_UNITS_ENV, job_name, stage_job  # noqa: F401 (the filter's home)
+from specbench.sweep import checked, evidence, pinning, staged
+from specbench.sweep.plan import Estimates
 from specbench.sweep.points import Load, SweepVariant, point_id
 
 STAGES = "stages/"
-CRONJOB = "specbench-sweep"  # charts/sweep.py NAME
-STAGE_UNITS_ENV = "SWEEP_STAGE_UNITS"  # the catalogue indexes a stage's Job runs, by completion index
 
 
 class NextError(ValueError):
@@ -33,7 +36,8 @@ class NextError(ValueError):
 
 @dataclass(frozen=True)
 class Inputs:
-    """What the configuration gives (config/sweep.py): the candidates, the mix, the capacity."""
+    """What the configuration gives (config/sweep.py): the candidates, the mix, the capacity, and
+    what a stage costs (its node-hours against the plan synth printed)."""
 
     variants: tuple[SweepVariant, ...]  # every variant the sweep allows, in the configured (catalogue) order
     loads: tuple[Load, ...]
@@ -41,12 +45,31 @@ class Inputs:
     slots: int
     margin: float
     namespace: str
+    estimates: Estimates = staged.DEFAULT_ESTIMATES
+    nodes: int = 1  # Neuron nodes that hold a slot (a stage's node-hours count each)
+    precompiled: tuple[staged.Config, ...] = ()  # graphs the services put in the bucket
+    plan: staged.StagedCost | None = None  # config/sweep.py staged_cost: stage 1, expected, worst case
+    budget_node_hours: float | None = None
+    stage_one: tuple[SweepVariant, ...] = ()  # what the synth Job measures besides the baseline (config/sweep.py)
 
 
 def stage_documents(store: Any, sweep_id: str) -> list[dict[str, Any]]:
-    prefix = f"sweeps/{sweep_id}/{STAGES}"
-    docs = [json.loads(store.read_text(key)) for key in store.keys(prefix) if key.endswith(".json") and "after-stage-" in key]
-    return sorted(docs, key=lambda d: d.get("after_stage", 0))
+    """The sweep's after-stage documents in stage order; NextError names one that cannot be read."""
+    prefix = f"sweeps/{check_name(sweep_id, '--sweep-id')}/{STAGES}"
+    docs = []
+    for key in store.keys(prefix):
+        if not (key.endswith(".json") and "after-stage-" in key):
+            continue
+        try:
+            doc = json.loads(store.read_text(key))
+        except (ValueError, RecursionError) as error:
+            raise NextError(f"{key}: not a stage document ({error})") from None
+        if not (isinstance(doc, dict) and type(doc.get("after_stage")) is int and isinstance(doc.get("decisions"), dict)):
+            raise NextError(f"{key}: not a stage document (after_stage, decisions)")
+        if not isinstance(doc.get("next_stage") or {}, dict):
+            raise NextError(f"{key}: next_stage is not an object")
+        docs.append(doc)
+    return sorted(docs, key=lambda d: d["after_stage"])
 
 
 def current_stage(documents: Sequence[Mapping[str, Any]], stored: set[str]) -> int:
@@ -68,24 +91,50 @@ def current_stage(documents: Sequence[Mapping[str, Any]], stored: set[str]) -> i
 
 
 def command(inputs: Inputs, sweep_id: str, stage: int, stage_file: str) -> str:
-    job = f"{sweep_id}-s{stage}"[:63]
+    """The next stage's shell command; the document's location quoted (a results folder may hold spaces)."""
+    job, namespace = job_name(sweep_id, stage), shlex.quote(inputs.namespace)
     return (
-        f"kubectl -n {inputs.namespace} create job {job} --from=cronjob/{CRONJOB} --dry-run=client -o json"
-        f" | python -m specbench sweep stage-job --stage {stage_file} | kubectl -n {inputs.namespace} apply -f -"
+        f"kubectl -n {namespace} create job {job} --from=cronjob/{CRONJOB} --dry-run=client -o json"
+        f" | python -m specbench sweep stage-job --stage {shlex.quote(stage_file)} | kubectl -n {namespace} apply -f -"
     )
 
 
 def advance(
-    store: Any, points: Sequence[Point], sweep_id: str, inputs: Inputs, resamples: int = staged.RESAMPLES
+    store: Any, folders: Sequence[checked.Folder], sweep_id: str, inputs: Inputs, resamples: int = staged.RESAMPLES
 ) -> tuple[evidence.Step, dict[str, Any], str]:
-    """Decide, store the step's document, return it with its key."""
-    stored = {p.point_id for p in points}
+    """Check the points, decide, store the step's document, return it with its key."""
+    check_name(sweep_id, "--sweep-id")
+    verdict = checked.check(folders, sweep_id, inputs.variants, inputs.loads)
+    if verdict.contradictions:
+        raise NextError(
+            f"sweep {sweep_id}: the settings contradict {len(verdict.contradictions)} stored point(s) ("
+            f"{'; '.join(verdict.contradictions[:3])}{'; ...' if len(verdict.contradictions) > 3 else ''}): "
+            "give the settings the sweep ran with, or start a new sweep"
+        )
+    points = verdict.used
+    left_out = [f"{name}: {why}" for name, why in verdict.left_out]
     documents = stage_documents(store, sweep_id)
-    stage = current_stage(documents, stored)
+    stage = _ready(documents, points, left_out, inputs, sweep_id)
+    servers = _servers_per_node(folders, points)
+    pins = pinning.pinned(inputs.objective, inputs.margin, servers, inputs.variants, inputs.loads)
+    started = pinning.recorded(documents[0]) if documents else {}
+    changed = pinning.differences(started, pins)
+    if changed:
+        raise NextError(
+            f"sweep {sweep_id} was started with other settings ({'; '.join(changed)}): run sweep next with the settings it started "
+            "with (after-stage-1.json's pinned), or start a new sweep"
+        )
     notes: list[str] = []
-    obs = evidence.observations(points, notes=notes)
+    obs = evidence.observations(points, notes=notes, servers_per_node=servers)
+    gone = pinning.vanished(documents, _measured_labels(obs))
+    if gone:
+        why = f"; left out: {'; '.join(left_out[:3])}" if left_out else ""
+        raise NextError(
+            f"sweep {sweep_id}: {len(gone)} measurement(s) an earlier stage decided with are no longer usable points "
+            f"({', '.join(gone[:4])}{', ...' if len(gone) > 4 else ''}){why}; restore them, or start a new sweep"
+        )
     if not obs.baseline:
-        raise NextError(f"sweep {sweep_id}: no baseline point is stored yet (stage 1 is the synth Job: start it first)")
+        raise NextError(f"sweep {sweep_id}: no baseline point is usable yet (stage 1 is the synth Job: start it first){_listed(left_out)}")
     seen = {cls for classes in obs.baseline.values() for cls in classes}
     missing = sorted(set(inputs.objective.normalised()) - seen)
     if missing:
@@ -99,10 +148,85 @@ def advance(
     doc = evidence.step_document(
         step, sweep_id, inputs.loads, inputs.objective, command(inputs, sweep_id, stage + 1, location) if step.proposal else ""
     )
+    doc["objective"]["servers_per_node"] = servers
+    doc["pinned"] = pins  # what the first document pinned (any difference was refused above)
     doc["catalogue"] = [v.to_dict() for v in inputs.variants]
     doc["notes"] = notes
-    store.write_text(key, jsonfile.dumps(doc, indent=2, sort_keys=True) + "\n")
+    doc["left_out"] = left_out
+    doc["node_hours"] = _node_hours(documents, step, inputs, obs.configs())
+    text = jsonfile.dumps(doc, indent=2, sort_keys=True) + "\n"
+    if key in store.keys(key) and store.read_text(key) != text:
+        raise NextError(
+            f"{location} already holds a different decision after stage {stage} (the stored points changed since it was written); "
+            "it is kept: remove it to decide again"
+        )
+    store.write_text(key, text)
     return step, doc, location
+
+
+def _ready(documents: Sequence[Mapping[str, Any]], points: Sequence[Point], left_out: Sequence[str], inputs: Inputs, sweep_id: str) -> int:
+    """The stage to decide after, once its points are usable: every point of the proposed stage
+    (stage 1: of the synth Job's variants), and a baseline at every configured load."""
+    usable = {p.point_id for p in points}
+    try:
+        stage = current_stage(documents, usable)
+    except NextError as error:
+        raise NextError(f"sweep {sweep_id}: {error}{_listed(left_out)}") from None
+    missing = [] if documents else [p for p in point_ids(inputs.stage_one, inputs.loads) if p not in usable]
+    if missing:
+        raise NextError(
+            f"sweep {sweep_id}: stage 1 has not finished: {len(missing)} of its points are not usable ({', '.join(missing[:4])}"
+            f"{', ...' if len(missing) > 4 else ''}){_listed(left_out)}"
+        )
+    no_baseline = [load.label for load in inputs.loads if not any(p.variant.is_baseline and p.load.label == load.label for p in points)]
+    if no_baseline and len(no_baseline) < len(inputs.loads):  # none at all: the caller's "no baseline point yet"
+        raise NextError(
+            f"sweep {sweep_id}: no usable baseline point at configured load(s) {', '.join(no_baseline)} (sweep.concurrencies, "
+            f"sweep.request_rates): nothing could be decided there{_listed(left_out)}"
+        )
+    return stage
+
+
+def _listed(left_out: Sequence[str]) -> str:
+    return f" (left out: {'; '.join(left_out[:3])}{'; ...' if len(left_out) > 3 else ''})" if left_out else ""
+
+
+def _servers_per_node(folders: Sequence[checked.Folder], points: Sequence[Point]) -> int:
+    """The runs' servers per node, as sweep-report takes them (specbench.analysis.cost): the first
+    used point's recorded deployment."""
+    used = {p.point_id for p in points}
+    for folder in folders:
+        if any(p.point_id in used for p in folder.points):
+            return cost.recorded_servers_per_node((folder.run.get("plan") or {}).get("deployment") or {})[0]
+    return 1
+
+
+def _measured_labels(obs: staged.Observations) -> dict[str, set[str]]:
+    out = {load: {c.label for c in by_config} for load, by_config in obs.measured.items()}
+    for load in obs.baseline:
+        out.setdefault(load, set()).add(staged.BASELINE.label)
+    return out
+
+
+def _node_hours(
+    documents: Sequence[Mapping[str, Any]], step: evidence.Step, inputs: Inputs, measured: set[staged.Config]
+) -> dict[str, Any]:
+    """The proposed stage's node-hours (one wave of its units, compiled unless the bucket has their
+    graphs: the services' or a measured configuration's) and the running total: stage 1 as
+    planned, every stage proposed before, this one."""
+    earlier = [float((d.get("node_hours") or {}).get("next_stage") or 0.0) for d in documents if d["after_stage"] < step.stage]
+    configs = [staged.Config(v.draft_model, v.k, v.method) for v in step.proposal]
+    units = staged.stage_units(step.stage + 1, configs, [*inputs.precompiled, *measured])
+    hours = staged.stage_node_hours(units, inputs.slots, len(inputs.loads), inputs.estimates, inputs.nodes) if configs else 0.0
+    plan = inputs.plan
+    return {
+        "stage_one": plan.stage_one if plan else None,
+        "next_stage": hours,
+        "so_far": (plan.stage_one if plan else 0.0) + math.fsum(earlier) + hours,
+        "expected": plan.expected if plan else None,
+        "worst": plan.worst if plan else None,
+        "budget": inputs.budget_node_hours,
+    }
 
 
 def render(doc: Mapping[str, Any]) -> str:
@@ -113,44 +237,30 @@ def render(doc: Mapping[str, Any]) -> str:
         )
         ties = f", ties: {', '.join(d['ties'])}" if d["ties"] else ""
         lines.append(f"  {load}: best measured {d['best']} ({d['best_display']}){ties}; {state}")
+    for item in doc.get("left_out") or []:
+        lines.append(f"  left out: {item}")
     nxt = doc["next_stage"]
     if nxt["stage"]:
-        lines.append(f"next: stage {nxt['stage']}: {', '.join(v['name'] for v in nxt['variants'])} ({len(nxt['points'])} points)")
+        hours = doc.get("node_hours") or {}
+        lines.append(
+            f"next: stage {nxt['stage']}: {', '.join(v['name'] for v in nxt['variants'])} ({len(nxt['points'])} points, "
+            f"{hours.get('next_stage', 0.0):.1f} node-hours; {node_hours_total(hours)})"
+        )
         lines.append(f"start it: {nxt['command']}")
     else:
         lines.append("every decision is made: no further stage (specbench sweep-report shows the decisions and the points never run)")
     return "\n".join(lines)
 
 
-# --- the stage's Job -----------------------------------------------------------------------------
-
-
-def stage_job(job: dict[str, Any], stage_doc: Mapping[str, Any], slots: int | None = None) -> dict[str, Any]:
-    """The CronJob's Job (as kubectl prints it) made into the stage's: as many completions as the
-    stage has variants, ``SWEEP_STAGE_UNITS`` mapping each completion index to the variant's index in
-    the chart's unit catalogue (charts/sweep.py: baseline, every variant, baseline again), and the
-    sweep id fixed (the stage's Job has a name of its own, the sweep keeps its id)."""
-    nxt = stage_doc.get("next_stage") or {}
-    if not nxt.get("stage"):
-        raise NextError("this stage document proposes no further stage: every decision is made")
-    names = [v["name"] for v in stage_doc.get("catalogue", [])]
-    indexes = []
-    for variant in nxt["variants"]:
-        if variant["name"] not in names:
-            raise NextError(f"variant {variant['name']} is not in the sweep's catalogue ({', '.join(names)})")
-        indexes.append(names.index(variant["name"]) + 1)  # unit 0 is the baseline
-    out = copy.deepcopy(job)
-    spec = out.setdefault("spec", {})
-    spec["completions"] = len(indexes)
-    spec["parallelism"] = min(int(slots or spec.get("parallelism") or len(indexes)), len(indexes))
-    pod = spec.setdefault("template", {}).setdefault("spec", {})
-    for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
-        env = [e for e in container.get("env", []) if e.get("name") not in (STAGE_UNITS_ENV, "SWEEP_ID")]
-        if any(e.get("name") == "SWEEP_ID" for e in container.get("env", [])):
-            env.append({"name": "SWEEP_ID", "value": stage_doc["sweep_id"]})
-        env.append({"name": STAGE_UNITS_ENV, "value": ",".join(map(str, indexes))})
-        container["env"] = env
-    return out
+def node_hours_total(hours: Mapping[str, Any]) -> str:
+    """``12.5 node-hours so far with it (plan: expected 10.0, worst case 30.0, budget 40.0)``: stage 1
+    and every stage proposed up to this one, against the plan synth printed."""
+    plan = [
+        f"{name} {hours[key]:.1f}"
+        for key, name in (("expected", "expected"), ("worst", "worst case"), ("budget", "budget"))
+        if hours.get(key)
+    ]
+    return f"{hours.get('so_far', 0.0):.1f} node-hours so far with it" + (f" (plan: {', '.join(plan)})" if plan else "")
 
 
 def point_ids(variants: Sequence[SweepVariant], loads: Sequence[Load]) -> list[str]:
@@ -175,25 +285,34 @@ def staged_section(documents: Sequence[Mapping[str, Any]]) -> list[str]:
         f"One configuration per load for the traffic mix ({weights}); objective: mix-weighted {objective.get('kind', 'speedup')}.",
         "",
     ]
+    measured_in = pinning.stage_of(documents)
     for load, d in last["decisions"].items():
         ties = f" (indistinguishable: {', '.join(d['ties'])})" if d["ties"] else ""
         if d["made"]:
-            lines.append(f"- {load}: {d['best']}, {d['best_display']}{ties}; decided after stage {made_in.get(load, last['after_stage'])}")
+            source = f" (measured in stage {measured_in.get(d['best'], 1)})"
+            lines.append(
+                f"- {load}: {d['best']}, {d['best_display']}{ties}; decided after stage {made_in.get(load, last['after_stage'])}{source}"
+            )
         else:
             lines.append(
                 f"- {load}: best measured so far {d['best']}, {d['best_display']}{ties}; OPEN after stage {last['after_stage']}: "
                 f"{', '.join(d['undecided'])} not ruled out"
             )
-    measured = {e["config"] for d in last["decisions"].values() for e in d["estimates"] if e["measured"]}
-    stages = [
-        f"stage 1 (the synth Job): {', '.join(sorted(c for c in measured if c != 'baseline'))} measured in all; "
-        f"{len(documents)} analysis step(s)"
-    ]
+    first = sorted(c for c, stage in measured_in.items() if stage == 1)
+    stage_one = (documents[0].get("node_hours") or {}).get("stage_one")
+    planned = f", {stage_one:.1f} node-hours as planned" if stage_one else ""
+    stages = [f"stage 1 (the synth Job): baseline, {', '.join(first) or 'no variant'}, baseline again{planned}"]
     for doc in documents:
         nxt = doc.get("next_stage") or {}
         if nxt.get("stage"):
-            stages.append(f"stage {nxt['stage']}: {', '.join(v['name'] for v in nxt['variants'])}")
-    lines += ["", *[f"- {s}" for s in stages], "", "### Never run", ""]
+            hours = doc.get("node_hours") or {}
+            cost = f" ({hours['next_stage']:.1f} node-hours; {node_hours_total(hours)})" if "next_stage" in hours else ""
+            ran = ", ".join(f"{v['name']} ({pinning.label_of(v)})" for v in nxt["variants"])
+            stages.append(f"stage {nxt['stage']}: {ran}{cost}")
+    stages.append(f"{len(documents)} analysis step(s) (specbench sweep next)")
+    lines += ["", *[f"- {s}" for s in stages]]
+    lines += [f"- left out of the decisions after stage {last['after_stage']}: {item}" for item in last.get("left_out") or []]
+    lines += ["", "### Never run", ""]
     never = sorted({e["config"] for d in last["decisions"].values() for e in d["estimates"] if not e["measured"]})
     if not never:
         lines.append("- every configuration was measured")

@@ -12,14 +12,19 @@ Reads ``<results>/sweeps/<sweep_id>/<point_id>/`` (each a normal stored run whos
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from specbench import jsonfile
 from specbench.analysis.cost import NodePrice, describe_cost
+from specbench.analysis.loads import describe_level
 from specbench.analysis.stats import Interval, format_interval
 from specbench.analysis.sweep import METRIC_TITLES, TPOT, ClassAnalysis, Point, SweepAnalysis, points_from_run
+from specbench.names import check_name
 from specbench.results import runfiles
+from specbench.results.store import LOCK_FILE
+from specbench.sweep import checked
 
 SWEEPS_PREFIX = "sweeps/"
 MAX_BAR = 20  # characters of the longest per-point bar in the dashboard's text widgets
@@ -37,6 +42,11 @@ class _Folder:
     def read(self, key: str) -> str:
         return self.store.read_text(self.prefix + key)
 
+    def writer_alive(self) -> bool | None:
+        """Whether the point's writer holds its lock (specbench/results/store.py; None: no lock file)."""
+        probe = getattr(self.store, "writer_alive", None)
+        return probe(f"{self.prefix}{LOCK_FILE}") if probe else None
+
 
 def load_sweep_points(
     store: Any, sweep_id: str, runs: list[dict[str, Any]] | None = None, read: list[runfiles.RunFiles] | None = None
@@ -45,13 +55,24 @@ def load_sweep_points(
     point's run.json is appended to ``runs`` when given (the deployment's settings are in it), and
     each point's files as read (with what was skipped) to ``read``. A point whose run.json cannot be
     read is left out (its sweep variant and load are in it), its records counted as skipped."""
-    base = f"{SWEEPS_PREFIX}{sweep_id}/"
+    points = []
+    for folder in load_sweep_folders(store, sweep_id, read):
+        if folder.points and runs is not None:
+            runs.append(dict(folder.run))
+        points += folder.points
+    return points
+
+
+def load_sweep_folders(store: Any, sweep_id: str, read: list[runfiles.RunFiles] | None = None) -> list[checked.Folder]:
+    """Each point folder under ``sweeps/<sweep_id>/`` as read: run.json, whether its writer holds
+    the lock, what was lost to damage, and its points (none when run.json cannot place it)."""
+    base = f"{SWEEPS_PREFIX}{check_name(sweep_id, '--sweep-id')}/"
     by_point: dict[str, list[str]] = {}
     for key in store.keys(base):
         point, _, rest = key[len(base) :].partition("/")
         if rest:
             by_point.setdefault(point, []).append(rest)
-    points = []
+    folders = []
     for point, keys in sorted(by_point.items()):
         if "run.json" not in keys:
             continue
@@ -60,15 +81,17 @@ def load_sweep_points(
         files.keys_prefix = f"{point}/"
         if read is not None:
             read.append(files)
+        lost = [str(s) for s in files.skipped if s.kind != runfiles.DUPLICATE]
+        found = checked.Folder(point, files.run, folder.writer_alive(), lost)
         sweep = files.run.get("sweep")
         if not (isinstance(sweep, dict) and "name" in (sweep.get("variant") or {}) and "value" in (sweep.get("load") or {})):
             # The point's variant and load are in run.json's sweep object: without them it cannot be placed.
             files.drop_records("left out with its point: run.json does not say the point's variant and load (sweep.variant, sweep.load)")
+            folders.append(found)
             continue
-        if runs is not None:
-            runs.append(files.run)
-        points += points_from_run(files.run, files.records, files.acceptance, f"{store.location.rstrip('/')}/{base}{point}")
-    return points
+        placed = points_from_run(files.run, files.records, files.acceptance, f"{store.location.rstrip('/')}/{base}{point}")
+        folders.append(replace(found, points=tuple(placed)))
+    return folders
 
 
 # --- Markdown ------------------------------------------------------------------------------------
@@ -101,9 +124,9 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
     lines += ["", *section] if section else []
     for cls in analysis.classes:
         lines += ["", f"## {cls.prompt_class} prompts", ""]
-        lines += _curve_table(cls)
+        lines += _curve_table(cls, analysis.servers_per_node)
         lines += ["", f"### Against load: baseline and {cls.best_variant}", ""]
-        lines += _load_table(cls, analysis.price)
+        lines += _load_table(cls, analysis.price, analysis.servers_per_node)
         lines.append("")
         for crossing in cls.crossovers:
             lines.append(f"- Crossover ({crossing.kind}): {crossing.text}")
@@ -115,16 +138,20 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
     return "\n".join(lines) + "\n"
 
 
-def _curve_table(cls: ClassAnalysis) -> list[str]:
-    rows = ["| load | draft | k | point | TPOT speedup | E2E speedup | model (TPOT) | a | fitted c | requests |", "|" + "---|" * 10]
+def _curve_table(cls: ClassAnalysis, servers_per_node: int) -> list[str]:
+    rows = [
+        "| load (per server, per node) | draft | k | point | TPOT speedup | E2E speedup | model (TPOT) | a | fitted c | requests |",
+        "|" + "---|" * 10,
+    ]
     for label, drafts in cls.curves.items():
         for draft in drafts:
             for cp in draft.points:
                 predicted = f"{cp.predicted:.2f}x" if cp.predicted is not None else "n/a"
                 a = f"{draft.a:.3f} ({draft.a_source})" if draft.a is not None else "n/a"
                 c = f"{draft.c:.3f}" if draft.c is not None else "n/a"
+                load = describe_level(label, servers_per_node)
                 rows.append(
-                    f"| {label} | {draft.draft_model} | {cp.k} | {cp.variant} | {format_interval(cp.tpot)} | "
+                    f"| {load} | {draft.draft_model} | {cp.k} | {cp.variant} | {format_interval(cp.tpot)} | "
                     f"{format_interval(cp.e2e)} | {predicted} | {a} | {c} | {cp.requests} |"
                 )
     return rows
@@ -142,9 +169,10 @@ def _goodput_cost(interval: Interval | None, price: NodePrice) -> str:
     return "no SLO" if interval is None else describe_cost(interval, price)
 
 
-def _load_table(cls: ClassAnalysis, price: NodePrice) -> list[str]:
+def _load_table(cls: ClassAnalysis, price: NodePrice, servers_per_node: int) -> list[str]:
     rows = [
-        "| variant | load | tokens/s per user | tokens/s per node (busy) | cost per M output tokens | cost per M within SLOs | "
+        "| variant | load (per server, per node) | tokens/s per user | tokens/s per node (busy) | cost per M output tokens | "
+        "cost per M within SLOs | "
         "TTFT p50/p90 (ms) | TPOT p50/p90 (ms) | goodput | speedup | Pareto |",
         "|" + "---|" * 11,
     ]
@@ -152,7 +180,8 @@ def _load_table(cls: ClassAnalysis, price: NodePrice) -> list[str]:
     for p in cls.load_points:
         goodput = f"{p.goodput:.0%}" if p.goodput is not None else "no SLO"
         rows.append(
-            f"| {p.variant} | {p.load.describe()} | {_num(p.tokens_per_s_per_user)} | {_interval(p.per_node, p.tokens_per_s_per_node)} | "
+            f"| {p.variant} | {describe_level(p.load.label, servers_per_node)} | {_num(p.tokens_per_s_per_user)} | "
+            f"{_interval(p.per_node, p.tokens_per_s_per_node)} | "
             f"{_cost(p.cost_per_million, price)} | {_goodput_cost(p.goodput_cost_per_million, price)} | "
             f"{_ms(p.ttft.p50)}/{_ms(p.ttft.p90)} | {_ms(p.tpot.p50)}/{_ms(p.tpot.p90)} | {goodput} | "
             f"{format_interval(p.speedup) if p.speedup else '-'} | {'yes' if (p.variant, p.load) in front else ''} |"

@@ -12,13 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import DEFAULT_QUALIFIER, DEFAULT_TOOLKIT_STACK, SYNTHESIZER_MIN_BOOTSTRAP_VERSION, SYNTHESIZER_MIN_LOOKUP_BOOTSTRAP_VERSION
+from .checks import (
+    DEFAULT_QUALIFIER,
+    DEFAULT_TOOLKIT_STACK,
+    QUALIFIER_CONTEXT,
+    SYNTHESIZER_MIN_BOOTSTRAP_VERSION,
+    SYNTHESIZER_MIN_LOOKUP_BOOTSTRAP_VERSION,
+)
 
 # The app's stacks (stacks/app.py DATA_STACK, PLATFORM_STACK; a test keeps them equal).
 APP_STACKS = ("SpecDecodeData", "SpecDecodePlatform")
 DATA_STACK_BUCKET_OUTPUT = "DataBucketName"  # stacks/data_stack.py CfnOutput
-# aws-cdk-lib's context key of the bootstrap qualifier (default-synthesizer.js BOOTSTRAP_QUALIFIER_CONTEXT).
-QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 NEURON_CHART = "oci://public.ecr.aws/neuron/neuron-helm-chart"  # stacks/addons/neuron_helm.py
 # The pinned EKS add-ons: name -> the setting that pins it (stacks/addons/versions.py).
 ADDON_SETTINGS = {
@@ -44,7 +48,8 @@ class BootstrapRequirement:
 def bootstrap_requirement(manifest: Mapping[str, Any] | None, context_qualifier: str = "") -> BootstrapRequirement:
     """The bootstrap version the synthesized app needs: the largest ``requiresBootstrapStackVersion``
     of cdk.out/manifest.json's stack and asset artifacts (their lookup roles' as the recommendation),
-    or the DefaultStackSynthesizer's own minimums when nothing is synthesized."""
+    or the DefaultStackSynthesizer's own minimums when nothing is synthesized. A qualifier set in the
+    context wins over the manifest's: `cdk deploy` synthesizes again with it (cdk.out may be older)."""
     qualifier = context_qualifier or DEFAULT_QUALIFIER
     if not manifest:
         return BootstrapRequirement(
@@ -59,7 +64,7 @@ def bootstrap_requirement(manifest: Mapping[str, Any] | None, context_qualifier:
         if isinstance(properties.get("requiresBootstrapStackVersion"), int):
             required = max(required, properties["requiresBootstrapStackVersion"])
         parameter = str(properties.get("bootstrapStackVersionSsmParameter", ""))
-        if parameter.startswith("/cdk-bootstrap/") and parameter.endswith("/version"):
+        if parameter.startswith("/cdk-bootstrap/") and parameter.endswith("/version") and not context_qualifier:
             qualifier = parameter.split("/")[2]
         lookup = properties.get("lookupRole") or {}
         if isinstance(lookup.get("requiresBootstrapStackVersion"), int):
@@ -105,7 +110,6 @@ class Target:
     hf_token_secret_arn: str
     images: tuple[tuple[str, str], ...]  # (what pulls it, image)
     chart: str
-    bucket_name: str  # "" unless the configuration fixes one
     stacks: tuple[str, ...]
     toolkit_stack: str
     bootstrap: BootstrapRequirement
@@ -175,7 +179,6 @@ def build_target(
         hf_token_secret_arn=config.serving.hf_token_secret_arn,
         images=pulled_images(config, baseline_image),
         chart=f"{NEURON_CHART} --version {config.addons.neuron_helm_chart_version}",
-        bucket_name=str(getattr(config.data, "bucket_name", "") or ""),
         stacks=APP_STACKS,
         toolkit_stack=toolkit_stack or DEFAULT_TOOLKIT_STACK,
         bootstrap=bootstrap_requirement(manifest, str(context.get(QUALIFIER_CONTEXT, "") or "")),

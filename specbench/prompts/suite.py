@@ -43,6 +43,9 @@ DATASET_CLASSES = ("multi-turn", "translation", "summarization", "qa", "math-rea
 PROMPT_CLASSES = (STRUCTURED, OPEN_ENDED, *DATASET_CLASSES)
 CASE_FIELDS = ("name", "prompt_class", "text", "dataset", "categories", "sample", "max_tokens", "template")
 MAX_CASE_NAME = 64  # a test case's name: a CloudWatch dimension and a file name (specbench/names.py)
+# A class weight is relative (the mix is normalised), so this bound loses nothing and keeps every sum
+# of weights, and every weight times a cost, finite (1e308 + 1e308 is inf; float(10**400) raises).
+MAX_CLASS_WEIGHT = 1e6
 
 
 class SuiteError(ValueError):
@@ -162,6 +165,12 @@ def parse_suite(data: Any, source: str = "suite", base_dir: str = "") -> Suite:
     )
 
 
+def echo_weight(weight: Any) -> str:
+    """A weight as the error shows it: a huge integer's repr is thousands of digits."""
+    text = repr(weight)
+    return text if len(text) <= 30 else f"{text[:27]}..."
+
+
 def _class_weights(raw: Any, source: str, classes: set[str]) -> tuple[tuple[str, float], ...]:
     """``class_weights``: an object of the suite's prompt classes -> weights >= 0, one of them > 0."""
     where = f"{source}.class_weights"
@@ -170,8 +179,8 @@ def _class_weights(raw: Any, source: str, classes: set[str]) -> tuple[tuple[str,
     for cls, weight in raw.items():
         if cls not in classes:
             raise SuiteError(f"{where}: {cls!r} is not a prompt class of the suite; allowed: {', '.join(sorted(classes))}")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0 or weight == float("inf"):
-            raise SuiteError(f"{where}.{cls}: {weight!r} must be a number >= 0")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= MAX_CLASS_WEIGHT:
+            raise SuiteError(f"{where}.{cls}: {echo_weight(weight)} must be a number >= 0 and at most {MAX_CLASS_WEIGHT:g}")
     if raw and not any(w > 0 for w in raw.values()):
         raise SuiteError(f"{where}: every weight is 0; at least one class needs a weight > 0")
     return tuple((cls, float(w)) for cls, w in raw.items())

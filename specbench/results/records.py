@@ -6,8 +6,10 @@ Two inter-token figures, because speculative decoding makes them differ:
   carries several tokens, so this is a per-*chunk* time.
 - ``time_per_output_token_s`` is per *token*: (end-to-end - TTFT) / (output tokens - 1).
 
-Chunks and tokens in every figure the project derives are *content* chunks (events carrying text)
-and *content* tokens (the served model's, no BOS), whichever engine measured them. llmperf's own
+Chunks and tokens in every figure the project derives are *content* chunks (events that delivered
+output: text, or with usage on every event a rise in the token count under empty text, one per server
+step; specbench.load.native.StreamState says why) and *content* tokens (the served model's, no BOS),
+whichever engine measured them. llmperf's own
 figures (every data line a chunk, Llama-2 tokens with BOS) ride along in the ``llmperf_*`` fields
 when the llmperf engine ran. ``FIGURE_DEFINITIONS`` says which is which; a run stores it.
 """
@@ -32,7 +34,9 @@ COUNT_FROM_FINAL_USAGE = "final-usage"
 FIGURE_DEFINITIONS = {
     "ttft_s": "request written to first content chunk",
     "end_to_end_latency_s": "request written to the end of the stream",
-    "chunks": "content chunks: streamed events with non-empty text (role-only and finish-only frames excluded)",
+    "chunks": "content chunks: streamed events that delivered output, one per server step: non-empty text, or (usage on every "
+    "event) a rise in completion_tokens under empty text (a character's first byte-level token, the end-of-sequence token); "
+    "role-only and usage-only frames excluded",
     "output_tokens": "content tokens, no BOS; counted as token_count_source says",
     "inter_token_latency_s": "per content chunk: (last content chunk - sent) / chunks",
     "time_per_output_token_s": "per content token: (end-to-end - TTFT) / (output_tokens - 1)",
@@ -66,7 +70,7 @@ ERROR_KINDS = (
     "oversized_stream",  # the stream grew beyond the client's bound on its size (a runaway server)
     "stream_error_event",  # the server reported an error inside the stream
     "malformed_event",  # an event vLLM never sends: not UTF-8, not JSON, not an object, or a field of the wrong type
-    "empty_completion",  # [DONE] without any content chunk
+    "empty_completion",  # [DONE] without any content chunk: no text, and usage counted no token
     "tokens_backwards",  # usage.completion_tokens went down during the stream
     "tokens_missing",  # usage was on but a usage (the last one included) had no completion_tokens, or content came after the last usage
     "over_max_tokens",  # more completion tokens than the request's max_tokens

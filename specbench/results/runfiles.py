@@ -274,6 +274,7 @@ RUN_SCHEMA: dict[str, Any] = {
         },
         "input_tokens": INTEGER,
         "engine": TEXT,
+        "roles": {},  # endpoint -> role, as run's --role flags said it (specbench/results/roles.py reads it)
         "deployment": {
             "serving": {},
             "variants": [

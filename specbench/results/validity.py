@@ -3,7 +3,7 @@ report, the aggregation Lambda, sweep-report) and every publisher (specbench.out
 before a value reaches a figure, CloudWatch or the dashboard. Pure functions, standard library only.
 
 A record is impossible when a latency is negative or not finite (or 0 in a successful request), its first token came after the end
-of its stream, it has fewer tokens than content chunks (every content chunk carries text), more
+of its stream, it has fewer tokens than content chunks (every content chunk carries a token), more
 tokens than the ``max_tokens`` it was sent with (counted with the served model's tokenizer), or it is
 the same request (service, test case, load level, request index) a second time. An acceptance figure
 is impossible when a count is negative or not finite, a rate lies outside 0..1, or the mean

@@ -20,7 +20,7 @@ from typing import Any
 
 from specbench.analysis import stats
 from specbench.analysis.sweep import E2E, TPOT, Point, node_throughput, point_acceptance
-from specbench.sweep import staged
+from specbench.sweep import pinning, staged
 from specbench.sweep.points import Load, SweepVariant, point_id
 
 MIN_A_SE = 0.01
@@ -152,13 +152,9 @@ def step_document(step: Step, sweep_id: str, loads: Sequence[Load], objective: s
 
 
 def decided_in(documents: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per load, the stage after which its decision was first made (documents in stage order)."""
-    out: dict[str, int] = {}
-    for doc in sorted(documents, key=lambda d: d.get("after_stage", 0)):
-        for load, d in (doc.get("decisions") or {}).items():
-            if d.get("made"):
-                out.setdefault(load, int(doc.get("after_stage", 0)))
-    return out
+    """Per load, the stage after which its current decision was made and has held since
+    (specbench/sweep/pinning.py)."""
+    return pinning.decided_in(documents)
 
 
 __all__ = ["E2E", "TPOT", "Step", "advance", "config_of", "decided_in", "observations", "step_document"]

@@ -145,7 +145,8 @@ def render(plan: SweepPlan, sweep_id: str = "") -> str:
     for w in plan.waves:
         lines.append(f"wave {w.index}: {', '.join(u.label for u in w.units)} ({w.minutes:g} min)")
     price = plan.price_per_node_hour
-    dollars = "no price for this instance type" if plan.dollars is None else f"${plan.dollars:,.0f} at ${price:g}/node-hour"
+    # No price: the setting is 0, or the price catalog has no entry for the instance type, region and mode.
+    dollars = "no node price (set results.node_price_per_hour)" if plan.dollars is None else f"${plan.dollars:,.0f} at ${price:g}/node-hour"
     lines.append(
         f"estimate: {len(plan.waves)} wave(s), {plan.wall_hours:.1f} h wall clock, {plan.node_hours:.1f} Neuron node-hours, {dollars}"
     )

@@ -154,6 +154,11 @@ class Objective:
             return "n/a"
         return f"${-value:.2f}/M tokens" if self.kind == COST else f"{value:.3f}x"
 
+    def display_interval(self, low: float | None, high: float | None) -> str:
+        """``[low - high]`` as shown, low to high: a cost is minus the objective, so its bounds swap."""
+        shown = (high, low) if self.kind == COST else (low, high)
+        return f"[{self.display(shown[0])} - {self.display(shown[1])}]"
+
 
 # --- the model -----------------------------------------------------------------------------------
 
@@ -353,7 +358,7 @@ def decide(
             undecided.append(config)  # the model cannot predict it yet (no point of its draft)
             continue
         diff = _differences(best_replicates, replicate_values[config])
-        interval = f"{objective.display(estimate.point)} [{objective.display(estimate.low)} - {objective.display(estimate.high)}]"
+        interval = f"{objective.display(estimate.point)} {objective.display_interval(estimate.low, estimate.high)}"
         if diff and _percentile(diff, ONE_SIDED) > 0.0:
             ruled_out[config] = f"predicted {interval}: below the best measured {objective.display(best.point)}, difference CI above 0"
         elif estimate.high <= threshold:
