@@ -17,11 +17,16 @@ export CDK_DISABLE_CLI_TELEMETRY ?= true
 # 7.2 s -> 2.5 s a worker).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: synth test demo demo-sweep demo-load-sweep bench-sweep bench-staged-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-suite bench-aggregation mutation dist preflight clean
+.PHONY: synth manifest-sizes test demo demo-sweep demo-load-sweep bench-sweep bench-staged-sweep deps dev-deps lint lock bench bench-client bench-chunk-lag bench-suite bench-aggregation mutation dist preflight clean
 
 synth: deps
 	npx cdk synth --quiet
 	@echo "templates: cdk.out/SpecDecodeData.template.json cdk.out/SpecDecodePlatform.template.json"
+
+# Each manifest the kubectl provider applies, in bytes, against its budget (a quarter of the 256 KB
+# payload limit; scripts/manifest_sizes.py): exits 1 when one is over.
+manifest-sizes: synth
+	$(BIN)/python scripts/manifest_sizes.py cdk.out
 
 # The tests' temporary folders on tmpfs where the machine has one: the result stores fsync every file
 # they write (specbench/results/store.py), 3-4 ms a call on this machine's disk and free on tmpfs, and

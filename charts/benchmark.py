@@ -1,18 +1,18 @@
 """The benchmark as Kubernetes objects: a Job that ``cdk deploy`` creates after the services, and a
 suspended CronJob with the same pod template from which ``kubectl create job --from`` reruns it.
 
-No image is built: the ``specbench`` package reaches the pod as a zip application in a ConfigMap
-(xz-compressed: ``UNPACK`` writes the zip to /tmp, checked against the sha256 the pod template
-records), and a stock Python image pip-installs the pinned requirements into an emptyDir at start
-(charts/README.md, "Benchmark", says why). The pod runs on the system node group, as a non-root
-user with a read-only root filesystem; its only AWS identity is the Pod Identity role of the
-``specbench`` service account (the data stack's benchmark role, stacks/storage.py): put and get
-under ``results/``, and PutMetricData in the configured namespace.
+No image is built: the ``specbench`` package reaches the pod as a zip application in S3, a CDK
+file asset built at synth (stacks/serving.py), never in a manifest; the container pip-installs the
+pinned requirements into an emptyDir, then ``FETCH`` (boto3, the pod's own credentials) gets the zip
+to /tmp and refuses it unless it hashes to the sha256 the pod template records (charts/README.md,
+"Benchmark", says why). The pod runs on the system node group, as a non-root user with a read-only
+root filesystem; its only AWS identity is the Pod Identity role of the ``specbench`` service account
+(the data stack's benchmark role, stacks/storage.py): put and get under ``results/``, PutMetricData
+in the configured namespace, and (stacks/benchmark.py) get the one code object.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from typing import Any
 
@@ -20,7 +20,6 @@ import cdk8s
 from constructs import Construct
 
 from config import layout
-from specbench.bundle import xz_bytes
 
 from .network import CLIENT_LABELS
 from .objects import add_objects, guaranteed, metadata
@@ -30,33 +29,42 @@ from .spec import BenchmarkSpec
 NAME = "specbench"  # the ConfigMap and the CronJob
 SERVICE_ACCOUNT = layout.BENCHMARK_SERVICE_ACCOUNT
 LABELS = {"app.kubernetes.io/name": NAME}
-CODE_MOUNT = "/opt/specbench"
+CODE_MOUNT = "/opt/specbench"  # the ConfigMap: requirements, settings, suite (data, no code)
 BUNDLE = "specbench.pyz"
-# The ConfigMap holds the zip xz-compressed (specbench/bundle.py says why); the pod unpacks it to
-# the writable /tmp emptyDir (the root filesystem is read-only) and runs it from there.
-PACKED = f"{BUNDLE}.xz"
 TMP = "/tmp"
+# The fetched zip, on the writable /tmp emptyDir (the root filesystem is read-only).
 UNPACKED = f"{TMP}/{BUNDLE}"
-# The sha256 of the zip, in the container's environment: what the unpacked bytes must hash to.
+# The sha256 of the zip, in the container's environment: what the fetched bytes must hash to.
 BUNDLE_SHA256_ENV = "SPECBENCH_BUNDLE_SHA256"
-# The unpacker (the ConfigMap's unpack.py, once for the Job and the CronJob), run before anything
-# else, so a damaged ConfigMap fails in one line, not after pip's 30 s. Standard library only: lzma
-# is part of the python:3.10.19-slim image (docker-library/python 3.10/slim-trixie/Dockerfile builds
-# CPython with liblzma-dev and keeps the shared libraries its modules link: `ldd ... | apt-mark manual`).
-UNPACK_SCRIPT = "unpack.py"
-UNPACK = """\
-import hashlib, lzma, sys
-source, target, expected = sys.argv[1:]
+# Where the zip is: the CDK asset's bucket and key (stacks/serving.py), or charts.dist's upload.
+CODE_BUCKET_ENV, CODE_KEY_ENV = "SPECBENCH_CODE_BUCKET", "SPECBENCH_CODE_KEY"
+# The fetcher, in the environment so the pod spec holds its exact text (tests/test_code_asset.py
+# runs it against moto). It runs after the pinned, hashed install, which brings boto3 (specbench/
+# requirements.lock; requirements.txt for llmperf). Its credentials are the pod's Pod Identity ones:
+# the agent sets AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, which
+# botocore's ContainerProvider reads (botocore/credentials.py, in the default chain). A missing
+# object, a denied read or a hash mismatch is one line on stderr and exit 1, before anything runs.
+FETCH_ENV = "SPECBENCH_FETCH"
+FETCH = """\
+import hashlib, os, sys
+bucket, key, region, expected, target = sys.argv[1:]
+where = f"s3://{bucket}/{key}"
+if not (bucket and key and expected):
+    sys.exit(f"specbench: no code to fetch ({where!r}, sha256 {expected!r}): set SPECBENCH_CODE_BUCKET, _KEY and SPECBENCH_BUNDLE_SHA256")
+import boto3, botocore.exceptions
 try:
-    with open(source, "rb") as packed:
-        data = lzma.decompress(packed.read())
-except (OSError, lzma.LZMAError) as error:
-    sys.exit(f"specbench: cannot unpack {source} ({error}): the specbench ConfigMap is damaged; redeploy it")
+    data = boto3.client("s3", region_name=region).get_object(Bucket=bucket, Key=key)["Body"].read()
+except botocore.exceptions.ClientError as error:
+    code = error.response.get("Error", {}).get("Code", "unknown")
+    sys.exit(f"specbench: cannot fetch the code {where} ({code}): missing or not readable by this pod's role; redeploy")
+except botocore.exceptions.BotoCoreError as error:
+    sys.exit(f"specbench: cannot fetch the code {where} ({error})")
 actual = hashlib.sha256(data).hexdigest()
 if actual != expected:
-    sys.exit(f"specbench: {source} unpacks to sha256 {actual}, not {expected} (SPECBENCH_BUNDLE_SHA256): damaged or another deploy's")
-with open(target, "wb") as unpacked:
-    unpacked.write(data)
+    sys.exit(f"specbench: {where} has sha256 {actual}, not {expected} (SPECBENCH_BUNDLE_SHA256): tampered or another deploy's")
+with open(target + ".part", "wb") as part:
+    part.write(data)
+os.replace(target + ".part", target)
 """
 REQUIREMENTS = "requirements.txt"
 SETTINGS = "settings.json"
@@ -77,12 +85,24 @@ def install_and_run(engine: str) -> str:
     not listed, so a compromised index or mirror cannot swap a package. The llmperf engine's cannot
     be: llmperf's own dependencies (Ray, transformers, ...) keep its loose pins (charts/README.md,
     "Benchmark")."""
-    return "\n".join(("set -eu", unpack_bundle(), install_requirements(engine), f'exec python {UNPACKED} run "$@"'))
+    return "\n".join(("set -eu", install_requirements(engine), fetch_bundle(), f'exec python {UNPACKED} run "$@"'))
 
 
-def unpack_bundle() -> str:
-    """The shell line that unpacks the ConfigMap's zip to UNPACKED (the sweep pods run it too)."""
-    return f'python {CODE_MOUNT}/{UNPACK_SCRIPT} {CODE_MOUNT}/{PACKED} {UNPACKED} "${BUNDLE_SHA256_ENV}"'
+def fetch_bundle() -> str:
+    """The shell line that fetches and checks the zip into UNPACKED (the sweep pods run it too)."""
+    args = " ".join(f'"${name}"' for name in (CODE_BUCKET_ENV, CODE_KEY_ENV, "AWS_REGION", BUNDLE_SHA256_ENV))
+    return f'python -c "${FETCH_ENV}" {args} {UNPACKED}'
+
+
+def code_env(spec: BenchmarkSpec) -> list[dict[str, str]]:
+    """Where the zip is, its sha256 and the fetcher: the environment ``fetch_bundle`` reads."""
+    return [
+        {"name": BUNDLE_SHA256_ENV, "value": hashlib.sha256(spec.bundle).hexdigest()},
+        {"name": CODE_BUCKET_ENV, "value": spec.code_bucket},
+        {"name": CODE_KEY_ENV, "value": spec.code_key},
+        {"name": "AWS_REGION", "value": spec.region},
+        {"name": FETCH_ENV, "value": FETCH},
+    ]
 
 
 def install_requirements(engine: str) -> str:
@@ -151,7 +171,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
             {"name": "USER", "value": "specbench"},
             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             {"name": "PYTHONUNBUFFERED", "value": "1"},  # progress reaches the log as it happens
-            {"name": BUNDLE_SHA256_ENV, "value": hashlib.sha256(spec.bundle).hexdigest()},
+            *code_env(spec),
         ],
         "resources": guaranteed(str(spec.cpu), f"{spec.memory_gib}Gi"),
         "securityContext": {
@@ -189,7 +209,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
                 {"name": "code", "configMap": {"name": NAME}},
                 # The installed requirements (llmperf with Ray and its tokenizers is the largest).
                 {"name": "deps", "emptyDir": {"sizeLimit": "4Gi"}},
-                # The unpacked zip, pip's build directories, and Ray's session and object spill
+                # The fetched zip, pip's build directories, and Ray's session and object spill
                 # directory for llmperf.
                 {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
                 # Tokenizer downloads (llmperf's Llama-2 tokenizer) land in the Hugging Face cache.
@@ -243,9 +263,9 @@ def rerun_cronjob(spec: BenchmarkSpec) -> dict[str, Any]:
 
 
 def code_config_map(spec: BenchmarkSpec) -> dict[str, Any]:
-    """The package (xz-compressed) and its unpacker, its requirements, the settings snapshot and a
-    custom suite: all the pod reads."""
-    data = {REQUIREMENTS: spec.requirements, SETTINGS: spec.settings_json, UNPACK_SCRIPT: UNPACK}
+    """The requirements, the settings snapshot and a custom suite: data the pod reads, no code (the
+    zip is fetched from S3, so the manifest's size does not grow with the package)."""
+    data = {REQUIREMENTS: spec.requirements, SETTINGS: spec.settings_json}
     if spec.suite_json:
         data[SUITE] = spec.suite_json
     return {
@@ -253,7 +273,6 @@ def code_config_map(spec: BenchmarkSpec) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": metadata(NAME, spec.namespace, LABELS),
         "data": data,
-        "binaryData": {PACKED: base64.b64encode(xz_bytes(spec.bundle)).decode()},
     }
 
 

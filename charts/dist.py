@@ -4,23 +4,28 @@
     python -m charts.dist --bucket-name NAME [--outdir dist] [-c key=value ...]
 
 NAME is the ``DataBucketName`` output of the SpecDecodeData stack; the configuration comes from
-cdk.json's context and ``-c`` overrides, as for synth.
+cdk.json's context and ``-c`` overrides, as for synth. The pods' code is not in the YAML: the
+``specbench`` zip is written beside it, and its pods fetch it from ``s3://NAME/results/code/`` (which
+the benchmark role reads): upload it there first (the command is printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import cdk8s
 
-from config import ConfigError, load_config
+from config import ConfigError, layout, load_config
 from config.sweep import enabled as sweep_enabled
 
+from .benchmark import BUNDLE
 from .build import serving_charts
 from .spec import benchmark_spec, serving_plan
 from .sweep import sweep_spec
@@ -38,9 +43,16 @@ def write_dist(config, bucket_name: str, outdir: Path) -> list[Path]:
     app = cdk8s.App(outdir=str(outdir), yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
     plan = serving_plan(config, bucket_name)
     bench = benchmark_spec(config, plan)
+    bench = replace(bench, code_bucket=bucket_name, code_key=code_key(bench.bundle))
     serving_charts(app, plan, bench, sweep_spec(config, plan, bench) if sweep_enabled(config) else None)
     app.synth()
+    (outdir / BUNDLE).write_bytes(bench.bundle)
     return sorted(outdir.glob("*.k8s.yaml"))
+
+
+def code_key(bundle: bytes) -> str:
+    """Where dist's pods fetch the zip: under results/, which the benchmark role may read."""
+    return f"{layout.RESULTS_PREFIX}code/{hashlib.sha256(bundle).hexdigest()}.pyz"
 
 
 def cdk_context(overrides: list[str]) -> dict:
@@ -69,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in write_dist(config, args.bucket_name, args.outdir):
         print(path)
+    key = code_key((args.outdir / BUNDLE).read_bytes())
+    print(f"upload the pods' code first: aws s3 cp {args.outdir / BUNDLE} s3://{args.bucket_name}/{key}", file=sys.stderr)
     # The volumes name the bucket's region; it must be the region the stacks were deployed to.
     print(f"region {config.env.region} (set -c env.region=... if you deployed elsewhere)", file=sys.stderr)
     return 0

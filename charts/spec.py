@@ -336,6 +336,9 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
     return ServingPlan(cache, services)
 
 
+# BenchmarkSpec's fields naming where the code is (left out of every hash).
+CODE_LOCATION = ("code_bucket", "code_key")
+
 # --- the benchmark ---------------------------------------------------------------------------------
 
 SPECBENCH_DIR = Path(bundle.__file__).resolve().parent
@@ -385,6 +388,10 @@ class BenchmarkSpec:
     suite_json: str = ""  # empty: the built-in reference suite
     enable_thinking: bool = False  # Qwen3 thinking mode of chat requests (benchmark.thinking_mode)
     max_consecutive_failures: int | None = None  # the native circuit breaker (None: specbench run's default)
+    # Where the pod fetches ``bundle`` from: the CDK asset's bucket and key (stacks/serving.py, tokens
+    # there) or charts.dist's upload. Not hashed: the bundle's sha256 is, and it decides the key.
+    code_bucket: str = ""
+    code_key: str = ""
 
     def __post_init__(self) -> None:
         problems = []
@@ -423,7 +430,7 @@ class BenchmarkSpec:
     def digest(self) -> str:
         """8 hex digits naming the Job. The bucket is left out: in the CDK app it is a token whose
         text is not its value (and it changes only if the data stack is replaced)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("bucket_name", "bundle")}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("bucket_name", "bundle", *CODE_LOCATION)}
         values["bundle_sha256"] = hashlib.sha256(self.bundle).hexdigest()
         return settings_hash(values)[:8]
 
@@ -552,6 +559,8 @@ def settings_snapshot(
             "metrics_namespace": b.metrics_namespace,
         },
     }
+    if config.env.profile:  # a rehearsal's outputs say so (specbench/analysis/aggregate.py rehearsal_note)
+        snapshot["profile"] = config.env.profile
     # What the cost per million output tokens uses (specbench/analysis/cost.py): the node's price and
     # where it came from, how many servers of this size one node holds, and the goodput SLOs.
     cores = shared.instance.logical_cores(shared.logical_nc_config)
@@ -580,16 +589,18 @@ def settings_snapshot(
     return snapshot
 
 
-def settings_hash(settings: dict[str, Any], bucket_name: str = "") -> str:
+def settings_hash(settings: dict[str, Any], bucket_name: str = "", code_location: tuple[str, str] = ("", "")) -> str:
     """Short, stable digest of a settings dict (key order does not matter). ``bucket_name``, where
     given, is hashed as a placeholder: in the CDK app the bucket's name is a token whose text
     (``${Token[TOKEN.812]}``) numbers it among every token the process made before it, so a hash
     over it would change with the app's construct order (a resource added elsewhere, an aws-cdk-lib
     upgrade) and rename objects whose content did not change; a sweep Job renamed on deploy is a new
-    sweep, its node-hours spent again."""
+    sweep, its node-hours spent again. ``code_location`` (the code asset's bucket and key, tokens too)
+    likewise; the key is the asset's hash, so the code's sha256 stands for it."""
     text = json.dumps(settings, sort_keys=True)
-    if bucket_name:
-        text = text.replace(bucket_name, "<results bucket>")
+    for value, placeholder in ((bucket_name, "<results bucket>"), *zip(code_location, ("<code bucket>", "<code key>"), strict=True)):
+        if value:
+            text = text.replace(value, placeholder)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

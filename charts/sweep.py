@@ -297,8 +297,8 @@ def pod_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
             "\n".join(
                 (
                     "set -eu",
-                    benchmark.unpack_bundle(),  # the benchmark's zip, unpacked to /tmp as the Job does
                     benchmark.install_requirements(spec.benchmark.engine),
+                    benchmark.fetch_bundle(),  # the benchmark's zip, fetched to /tmp as the Job does
                     f"exec python {MOUNT}/{RUNNER.name}",
                 )
             ),
@@ -369,8 +369,13 @@ def facts_job(spec: SweepSpec, config_map: str) -> dict[str, Any]:
         spec.benchmark.results_uri,
         expectations(spec, server),
     )
-    job["metadata"]["name"] = f"{hardware_facts.NAME}-{settings_hash(job['spec'], spec.benchmark.bucket_name)[:8]}"
+    job["metadata"]["name"] = f"{hardware_facts.NAME}-{settings_hash(job['spec'], spec.benchmark.bucket_name, code_location(spec))[:8]}"
     return job
+
+
+def code_location(spec: SweepSpec) -> tuple[str, str]:
+    """The code asset's bucket and key: tokens in the CDK app, kept out of the names' hashes."""
+    return spec.benchmark.code_bucket, spec.benchmark.code_key
 
 
 def job_spec(spec: SweepSpec, config_map: str) -> dict[str, Any]:
@@ -394,7 +399,7 @@ def sweep_objects(spec: SweepSpec) -> tuple[dict[str, Any], ...]:
     if spec.suite_json:
         files[SUITE] = spec.suite_json
     hashed = {"files": files, "job": job_spec(spec, NAME), "code": spec.benchmark.digest()}
-    digest = settings_hash(hashed, spec.benchmark.bucket_name)[:8]
+    digest = settings_hash(hashed, spec.benchmark.bucket_name, code_location(spec))[:8]
     config_map = f"{NAME}-{digest}"
     job = job_spec(spec, config_map)
     objects: list[dict[str, Any]] = [

@@ -39,6 +39,13 @@ TRAINIUM_INSTANCES: dict[str, TrainiumInstance] = {
         TrainiumInstance("trn1.2xlarge", 1, 2, 8, 32, (1,), (1,)),
         TrainiumInstance("trn1.32xlarge", 16, 2, 128, 512, (1,)),
         TrainiumInstance("trn1n.32xlarge", 16, 2, 128, 512, (1,)),
+        # One Trainium2 chip (8 NeuronCore-v3, 96 GiB HBM; REFERENCE.md section 7), so the device plugin
+        # advertises 1 `aws.amazon.com/neuron` device and the scheduler extension can place only 1.
+        # 12 vCPUs and 128 GiB: the EC2 Trn2 instance page's figures as the project recorded them,
+        # unchecked here (the stored Neuron architecture pages list only the 48xlarge sizes); the
+        # node-fit rules take them as given, and preflight reads the vCPUs the account's EC2 API
+        # reports (DescribeInstanceTypes) for the quota. No EFA is configured for any type here.
+        TrainiumInstance("trn2.3xlarge", 1, 8, 12, 128, (1, 2), (1,)),
         TrainiumInstance("trn2.48xlarge", 16, 8, 192, 2048, (1, 2)),
         TrainiumInstance("trn2u.48xlarge", 16, 8, 192, 2048, (1, 2)),
     )

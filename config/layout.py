@@ -8,6 +8,7 @@ MODELS_PREFIX = "models/"  # Hugging Face weights, one folder per model id
 ARTIFACTS_PREFIX = "neuron-artifacts/"  # compiled Neuron graphs, one folder per serving config hash
 RESULTS_PREFIX = "results/"  # benchmark runs, one folder per run id
 DATASETS_PREFIX = "datasets/"  # dataset files a suite names, one object per sha256 (reruns read the same bytes)
+COST_GUARD_PREFIX = "cost-guard/"  # the cost guard's node-hour ledger, one object per cluster (stacks/cost_guard.py)
 
 # Node labels and taints the charts select on.
 NODE_POOL_LABEL = "specdecode/pool"

@@ -16,7 +16,7 @@ from typing import Any, get_type_hints
 
 from specbench.analysis import prices
 
-from . import serving_stacks
+from . import profiles, serving_stacks
 from .errors import ConfigError, Problem
 from .model import OFFLINE_ACCOUNT, OFFLINE_REGION, PlatformConfig, ServingSettings, sections
 from .numbers import parse_float, parse_int
@@ -43,6 +43,7 @@ def load_config(context: Mapping[str, Any], environ: Mapping[str, str] | None = 
     """Merge defaults, derived defaults and context; raise ConfigError listing every problem."""
     environ = {} if environ is None else environ
     problems = [p for key in context if (p := unknown_key_problem(key, context[key])) is not None]
+    context = profiles.expand(context)  # a profile's values under the explicit ones
 
     built: dict[str, Any] = {}
     for name, cls in sections().items():

@@ -27,6 +27,13 @@ def setting(default: Any, doc: str, *, derived: str = "") -> Any:
 
 @dataclass(frozen=True)
 class EnvSettings:
+    profile: str = setting(
+        "",
+        "A named set of settings (config/profiles.py) that explicit settings still override: `rehearsal` (the same stacks, "
+        "services, Job, Lambda, dashboard and report on two trn2.3xlarge nodes, one chip per service: Qwen3-8B with a "
+        'Qwen3-0.6B draft at TP 4, a three-case suite; every output says rehearsal; README, "A rehearsal on one chip"); '
+        "empty = the reference run's settings.",
+    )
     account: str = setting(
         "",
         "AWS account to deploy to.",
@@ -103,6 +110,11 @@ class NeuronNodeSettings:
         derived="first of `env.availability_zones`",
     )
     logical_nc_config: int = setting(2, "Logical NeuronCore config (LNC): physical cores per logical core (Trn2: 1 or 2).")
+    scale_to_zero_after_run: bool = setting(
+        True,
+        "Once a benchmark run's results are stored (its `publish.json`), the cost guard sets this node group's desired size "
+        "(and minimum) to 0; the services' pods then wait Pending (docs/cost-guard.md). Needs `min_size` 0.",
+    )
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,19 @@ class ResultsSettings:
 
 
 @dataclass(frozen=True)
+class BudgetSettings:
+    node_hours: float = setting(
+        48.0,
+        "Node-hour budget of the Neuron node group per deployment (0 = none, else up to 100000): once its nodes have run this long "
+        "in total, the cost guard sets the desired size to 0 whatever the Jobs do, and notifies its SNS topic.",
+    )
+    check_minutes: int = setting(15, "Minutes between the cost guard's budget checks (5 to 60); also the most a node's count can lag.")
+    notify_email: str = setting(
+        "", "E-mail address subscribed to the cost guard's SNS topic (AWS sends a confirmation mail first); empty = no subscription."
+    )
+
+
+@dataclass(frozen=True)
 class AddonSettings:
     neuron_helm_chart_version: str = setting("1.10.0", "Version of `oci://public.ecr.aws/neuron/neuron-helm-chart`.")
     neuron_scheduler: bool = setting(
@@ -358,6 +383,7 @@ class PlatformConfig:
     serving: ServingSettings = field(default_factory=ServingSettings)
     benchmark: BenchmarkSettings = field(default_factory=BenchmarkSettings)
     results: ResultsSettings = field(default_factory=ResultsSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
     addons: AddonSettings = field(default_factory=AddonSettings)
     data: DataSettings = field(default_factory=DataSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)

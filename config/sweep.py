@@ -258,12 +258,34 @@ def slots_per_node(config: PlatformConfig) -> tuple[int, ...] | None:
     return tuple(slots)
 
 
+MAX_NODES = 64  # config/validate.py neuron_node_rules: the node group's ceiling
+
+
+def sweep_pod_too_big(config: PlatformConfig) -> Problem:
+    """No node count helps: one sweep pod (a service and its client) does not fit an otherwise empty
+    node beside the daemons and the model-cache Job (trn2.3xlarge at the rehearsal's sizes)."""
+    n, s = config.neuron_nodes, config.serving
+    instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
+    room = capacity.allocatable(instance)
+    fixed = capacity.DAEMONSET_BUDGET + capacity.MODEL_CACHE_JOB + CLIENT
+    beside = f"does not leave room for a sweep pod (this service and its {CLIENT.cpu_millis // 1000}-vCPU, " + (
+        f"{CLIENT.memory_mib // capacity.MIB_PER_GIB}-GiB client) on one {instance.name} beside its daemons and the model-cache Job"
+    )
+    spare_cpu = (room.cpu_millis - fixed.cpu_millis) // 1000
+    if s.cpu_per_service > spare_cpu:
+        return Problem("serving.cpu_per_service", s.cpu_per_service, beside, f"<= {spare_cpu} for a sweep on {instance.name}")
+    spare_mib = room.memory_mib - fixed.memory_mib
+    return Problem(
+        "serving.memory_gib_per_service", s.memory_gib_per_service, beside, f"<= {spare_mib // 1024} for a sweep on {instance.name}"
+    )
+
+
 def nodes_for_a_slot(config: PlatformConfig) -> int:
     """The fewest running Neuron nodes that leave one sweep pod room beside the services."""
-    for nodes in range(1, 65):
+    for nodes in range(1, MAX_NODES + 1):
         if sum(slots_per_node(replace(config, neuron_nodes=replace(config.neuron_nodes, desired_size=nodes))) or ()) > 0:
             return nodes
-    return 65  # a service that fills a node and a sweep pod that cannot fit beside it: reported as is
+    return MAX_NODES + 1  # a sweep pod that fits no node: plan_problems reports sweep_pod_too_big
 
 
 def _plan_inputs(config: PlatformConfig) -> dict:
@@ -357,7 +379,8 @@ def plan_text(config: PlatformConfig, price_per_node_hour: float | None = None) 
         f"expected {cost.expected:.1f}{money(cost.expected)} (stage 1 and one wave); "
         f"worst case {cost.worst:.1f}{money(cost.worst)} (one wave a stage until every variant is measured)",
     ]
-    return text + "\n" + "\n".join(lines)
+    rehearsal = f"REHEARSAL (env.profile={config.env.profile}): a plan for the rehearsal's nodes and models\n" if config.env.profile else ""
+    return rehearsal + text + "\n" + "\n".join(lines)
 
 
 def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
@@ -366,6 +389,9 @@ def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
         return
     inputs = ("neuron_nodes.instance_type", "serving.tensor_parallel_size", "serving.cpu_per_service", "serving.memory_gib_per_service")
     n = config.neuron_nodes
+    if sum(slots) < 1 and nodes_for_a_slot(config) > MAX_NODES:
+        yield sweep_pod_too_big(config)
+        return
     if sum(slots) < 1:
         services = len(service_variants(config.serving))
         yield Problem(

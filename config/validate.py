@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from specbench.analysis import prices
 from specbench.prompts.suite import SuiteError, load_suite
 
-from . import capacity, catalog, ec2, serving_stacks, subnets, sweep
+from . import capacity, catalog, ec2, profiles, serving_stacks, subnets, sweep
 from .errors import Problem, echo, one_line_each
 from .model import PlatformConfig, ServingSettings
 from .variants import parse_extra_variant, service_variants, speculator_target
@@ -85,6 +85,8 @@ def image_problems(key: str, image: str, *, digest: bool = True) -> Iterable[Pro
 
 def env_rules(c: PlatformConfig) -> Iterable[Problem]:
     env = c.env
+    if env.profile and env.profile not in profiles.PROFILES:
+        yield Problem("env.profile", env.profile, "is not a profile", f"{', '.join(profiles.PROFILES)}, or empty")
     if not ACCOUNT.match(env.account):
         yield Problem("env.account", env.account, "is not an AWS account id", "12 digits")
     if not REGION.match(env.region):
@@ -719,6 +721,40 @@ def results_rules(c: PlatformConfig) -> Iterable[Problem]:
         yield Problem("results.node_price_per_hour", r.node_price_per_hour, problem, prices.price_allowed(instance))
 
 
+# An address SNS can mail: local part, '@', a dotted domain (no spaces, one '@'); not RFC 5322's full grammar.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+EMAIL = re.compile(rf"^[A-Za-z0-9.!#$%&'*+/=?^_`{{|}}~-]{{1,64}}@{_LABEL}(?:\.{_LABEL})+\Z", re.ASCII)
+
+
+def budget_rules(c: PlatformConfig) -> Iterable[Problem]:
+    """The cost guard (stacks/cost_guard.py): budget bounds, the e-mail, and a node group it can empty."""
+    b = c.budget
+    if not (b.node_hours == 0 or 0 < b.node_hours <= 100000):  # also catches nan
+        yield Problem("budget.node_hours", b.node_hours, "is out of range", "0 (no budget) or greater than 0 up to 100000")
+    yield from _range("budget.check_minutes", b.check_minutes, 5, 60)
+    if b.notify_email and (len(b.notify_email) > 254 or not EMAIL.match(b.notify_email)):
+        yield Problem("budget.notify_email", b.notify_email, "is not an e-mail address", "name@example.com, or empty for no subscription")
+    if sweep.enabled(c) and 0 < b.node_hours < c.sweep.budget_node_hours:
+        yield Problem(
+            "budget.node_hours",
+            b.node_hours,
+            f"is below sweep.budget_node_hours={c.sweep.budget_node_hours:g}: the cost guard would stop a sweep synth accepts",
+            f"0 or at least {c.sweep.budget_node_hours:g}",
+            depends_on=("sweep.budget_node_hours",),
+        )
+    guarded = c.neuron_nodes.scale_to_zero_after_run or b.node_hours > 0
+    n = c.neuron_nodes
+    # Sizes out of order are reported by the group-size rule; this one is about a valid group.
+    if guarded and 0 < n.min_size <= n.desired_size <= n.max_size:
+        yield Problem(
+            "neuron_nodes.min_size",
+            c.neuron_nodes.min_size,
+            "must be 0 while the cost guard may scale the node group to 0",
+            "0, or neuron_nodes.scale_to_zero_after_run=false and budget.node_hours=0",
+            depends_on=("neuron_nodes.scale_to_zero_after_run", "budget.node_hours"),
+        )
+
+
 def suite_file_problems(key: str, path: str) -> Iterable[Problem]:
     """A custom suite file must exist and parse: the same check ``specbench run --suite`` makes,
     so a bad file stops synth instead of failing the Job after deploy."""
@@ -849,6 +885,7 @@ RULES: tuple[Rule, ...] = (
     serving_rules,
     benchmark_rules,
     results_rules,
+    budget_rules,
     addon_rules,
     data_rules,
     sweep_rules,

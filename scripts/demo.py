@@ -10,6 +10,10 @@
    six prompt classes, code and JSON) and prints acceptance measured from the stream and speedups
    per class (its report in ``<out>/report-classes``).
 
+``--rehearsal`` runs it with the rehearsal profile's settings (``env.profile=rehearsal``: its short suite,
+its requests per test case, its dashboard name, no dataset suite after it); the settings snapshot, the
+report and the dashboard then say rehearsal.
+
 ``--three-way`` adds a third emulated service, an EAGLE3 head on the vLLM-Neuron stack
 (``specbench.emulator.server.eagle3_profile``), beside the baseline and the draft model of the reference
 stack. The EAGLE3 service is then compared with a baseline on another stack: the run's settings, the
@@ -135,9 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="demo-output", help="where to write the dashboard body and the report (default: %(default)s)")
     parser.add_argument("--time-scale", type=float, default=0.2, help="emulated latencies x this (default: %(default)s)")
-    parser.add_argument("--requests", type=int, default=8, help="requests per test case and service (default: %(default)s)")
+    parser.add_argument(
+        "--requests", type=int, default=None, help="requests per test case and service (default: the settings', 8 for the reference)"
+    )
     parser.add_argument("--test-case", action="append", help="run only these test cases (repeatable; default: all 8)")
-    parser.add_argument("--classes-suite", default="builtin:classes-offline", help="the dataset suite run after it ('' to skip)")
+    parser.add_argument(
+        "--classes-suite",
+        default=None,
+        help="the dataset suite run after it ('' to skip; default: builtin:classes-offline, none with --rehearsal)",
+    )
+    parser.add_argument(
+        "--rehearsal",
+        action="store_true",
+        help="with the rehearsal profile's settings (env.profile=rehearsal: its suite, requests, dashboard; every output says rehearsal)",
+    )
     parser.add_argument(
         "--three-way", action="store_true", help="also an EAGLE3 head on the vLLM-Neuron stack: baseline, draft model, EAGLE3 head"
     )
@@ -146,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
-    config = load_config({})
+    config = load_config({"env.profile": "rehearsal"} if args.rehearsal else {})
+    requests = args.requests if args.requests is not None else config.benchmark.requests_per_test_case
+    classes_suite = args.classes_suite if args.classes_suite is not None else ("" if args.rehearsal else "builtin:classes-offline")
     spec = benchmark_spec(config, serving_plan(config, BUCKET))
     settings_file = out / "settings.json"
     snapshot = json.loads(spec.settings_json)
@@ -167,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
 
         common = ["--results", f"s3://{BUCKET}/{layout.RESULTS_PREFIX}", "--settings", str(settings_file)]
         common += [arg for name, url in urls.items() for arg in ("--endpoint", f"{name}={url}")]
-        common += ["--requests", str(args.requests), "--namespace", config.benchmark.metrics_namespace, "--region", REGION]
+        common += ["--requests", str(requests), "--namespace", config.benchmark.metrics_namespace, "--region", REGION]
         run_args = ["run", "--run-id", run_id, *common, *(arg for case in args.test_case or [] for arg in ("--test-case", case))]
+        if config.benchmark.suite_file:  # the Job passes it the same way (charts/benchmark.py)
+            run_args += ["--suite", config.benchmark.suite_file]
         code = cli.main(run_args)
         if code != 0:
             print(f"demo: the benchmark exited with {code}", file=sys.stderr)
@@ -187,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
 
         files = runfiles.load_run(RunStore(S3Store(BUCKET, layout.RESULTS_PREFIX, s3), run_id))
         classes = None
-        if args.classes_suite:
+        if classes_suite:
             classes_id = run_id.replace("-demo00", "-demo01")
-            code = cli.main(["run", "--run-id", classes_id, *common, "--suite", args.classes_suite, "--no-publish"])
+            code = cli.main(["run", "--run-id", classes_id, *common, "--suite", classes_suite, "--no-publish"])
             if code != 0:
                 print(f"demo: the dataset suite run exited with {code}", file=sys.stderr)
                 return code

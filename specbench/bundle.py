@@ -1,18 +1,17 @@
 """The ``specbench`` package as one zip application: ``python specbench.pyz run ...``, and the
 aggregation Lambda's deployment package.
 
-The benchmark Job gets its code this way, as a ConfigMap holding this zip xz-compressed
-(``zipapp_xz_bytes``) next to a stock Python image, so no image is built or pushed; the pod
-unpacks it to /tmp (charts/benchmark.py ``UNPACK``). The Lambda's zip holds its handler and the few stdlib-only
-specbench modules it imports. Each zip holds what its entry points import (found with ``ast``).
-Both are part of the synthesized templates (the Lambda's zip through its asset hash), so they must
+The benchmark, sweep and rerun pods get their code this way: the zip is a CDK file asset built at
+synth (stacks/benchmark.py ``code_asset``), which the pod fetches from S3 and checks against the
+sha256 its pod template records, next to a stock Python image, so no image is built or pushed and
+no code rides in a manifest (charts/benchmark.py ``FETCH``). The Lambda's zip holds its handler and
+the few stdlib-only specbench modules it imports. Each zip holds what its entry points import (found
+with ``ast``). Both are part of the synthesized templates through their asset hashes, so they must
 be byte-stable: entries are sorted, every timestamp is 1980-01-01 (the earliest a zip can hold) and
 every mode 0644, so two builds of the same sources are the same bytes and ``cdk diff`` shows a
-change only when the code changed. The Job's zip stores its members uncompressed and the whole
-zip is compressed once, solid, with xz at a fixed preset: one dictionary over every module finds
-what they share (84 KB of per-file deflate became 59 KB), and zipimport reads only stored or
-deflated members, so the pod decompresses it first. (Deflate and xz output is that of the Python
-build's zlib and liblzma; neither has changed its output in years, zlib-ng builds deflate differently.)
+change only when the code changed. The Job's zip stores its members uncompressed (what it weighs in
+S3 does not matter; zipimport reads stored members without zlib). (Deflate output is that of the
+Python build's zlib, unchanged in years; zlib-ng builds deflate differently.)
 
 Standard library only: the CDK app imports this module, and its environment does not install
 the benchmark's requirements.
@@ -23,7 +22,6 @@ from __future__ import annotations
 import ast
 import functools
 import io
-import lzma
 import tokenize
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,17 +34,18 @@ FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 FILE_MODE = 0o644
 # ZipInfo.create_system: 3 = Unix, so the mode bits in external_attr are read as such everywhere.
 UNIX = 3
-# The Job's zip, compressed solid: the strongest standard preset, a fixed one so the bytes are too.
-# The .xz container keeps its CRC64, so a damaged blob fails to decompress (and the pod's sha256
-# check catches anything else).
-XZ_PRESET = 9 | lzma.PRESET_EXTREME
 # What each zip holds is what its entry points import (module level, and inside functions: the lazy
 # imports), so moving a file cannot leave it out. The Job's entry is the command line; of its
 # functions only the commands the Job runs count: `emulate` and `report` are local tools whose code
-# (the emulator, the report's matplotlib charts) stays out of the manifest (the kubectl provider's
-# 256 KB payload limit), and an edit to them does not rename (and so rerun) the deployed Job.
+# (the emulator, the report's matplotlib charts) stays out of the code asset, and an edit to them
+# does not rename (and so rerun) the deployed Job.
 JOB_ENTRIES = (f"{PACKAGE}.__main__", f"{PACKAGE}.cli")
-JOB_FUNCTIONS = {f"{PACKAGE}.cli": frozenset({"command_run", "command_publish", "command_import", "command_suite"})}
+# `sweep control` (the staged sweep's in-cluster controller) reads the stored points with
+# sweep_report's load_sweep_folders only: its sweep chart (matplotlib) stays out of the zip.
+JOB_FUNCTIONS = {
+    f"{PACKAGE}.cli": frozenset({"command_run", "command_publish", "command_import", "command_suite", "command_sweep_control"}),
+    f"{PACKAGE}.outputs.sweep_report": frozenset({"load_sweep_folders"}),
+}
 # The aggregation Lambda's handler: every .py of its folder at the zip's root, and the specbench
 # modules they import, standard library only (the Lambda runtime adds boto3), so the Lambda needs
 # no layer and no dependency install (tests/test_results_stack.py proves it).
@@ -248,23 +247,10 @@ def _sources_of(package_dir: Path, state: tuple[tuple[str, int, int], ...]) -> t
 
 def zipapp_bytes(package_dir: Path = PACKAGE_DIR) -> bytes:
     """The zip application: a root ``__main__.py`` calling ``specbench.cli.main()``, then the package,
-    its modules compacted (``compact_source``), every member stored (``zipapp_xz_bytes`` compresses
-    the whole): it rides inline in the benchmark's manifest, whose payload the kubectl provider
-    limits (an update carries the old and the new one)."""
+    its modules compacted (``compact_source``: a smaller asset, the traceback lines unchanged),
+    every member stored: the code asset the pods fetch."""
     entries = {name: compact_source(data) if name.endswith(".py") else data for name, data in sources(package_dir).items()}
     return _zip_of(tuple({"__main__.py": MAIN.encode(), **entries}.items()))
-
-
-def zipapp_xz_bytes(package_dir: Path = PACKAGE_DIR) -> bytes:
-    """``zipapp_bytes`` compressed solid with xz (what the benchmark's ConfigMap ships)."""
-    return xz_bytes(zipapp_bytes(package_dir))
-
-
-@functools.lru_cache(maxsize=8)
-def xz_bytes(data: bytes) -> bytes:
-    """``data`` as an .xz file at ``XZ_PRESET``, which ``lzma.decompress`` reads back. Cached: about
-    0.3 s for the Job's zip, and a synthesis and the tests compress the same zip many times."""
-    return lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=XZ_PRESET)
 
 
 @functools.lru_cache(maxsize=8)
@@ -336,7 +322,7 @@ def lambda_zip_bytes(handler_dir: Path = LAMBDA_HANDLER_DIR, package_dir: Path =
 
 def _zip_bytes(entries: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     """A zip of ``entries`` (archive name -> content) that depends on nothing but them: sorted names,
-    the fixed timestamp, mode 0644, maximum deflate (or stored members, for xz to compress)."""
+    the fixed timestamp, mode 0644, maximum deflate (or stored members)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):
@@ -352,6 +338,5 @@ if __name__ == "__main__":
     import sys
 
     if len(sys.argv) != 2:
-        raise SystemExit(f"usage: python -m {PACKAGE}.bundle OUTPUT.pyz (or OUTPUT.pyz.xz: the ConfigMap's blob)")
-    output = Path(sys.argv[1])
-    output.write_bytes(zipapp_xz_bytes() if output.name.endswith(".xz") else zipapp_bytes())
+        raise SystemExit(f"usage: python -m {PACKAGE}.bundle OUTPUT.pyz (the pods' code asset)")
+    Path(sys.argv[1]).write_bytes(zipapp_bytes())

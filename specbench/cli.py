@@ -38,6 +38,7 @@ from specbench.flags import (
     ascii_float,
     ascii_int,
     finite_number,
+    load_list,
     non_negative_int,
     positive_float,
     positive_int,
@@ -301,6 +302,10 @@ def parser() -> argparse.ArgumentParser:
     job = steps.add_parser("stage-job", help="filter: the CronJob's Job JSON (stdin) made into a stage's Job (stdout)")
     job.add_argument("--stage", required=True, help="the after-stage-<n>.json that sweep next stored (a path or s3:// URL)")
     job.add_argument("--region", default=None)
+    from specbench.outputs.sweep_controller import add_arguments as add_control_arguments
+
+    ctl = steps.add_parser("control", help="run a staged sweep's stages in the cluster (a pod; docs/sweeps.md)")
+    add_control_arguments(ctl)
 
     plan = commands.add_parser("plan", help="print the configured sweep's matrix, waves, node-hours and cost (from a checkout)")
     plan.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE", help="a setting, as with cdk -c")
@@ -313,10 +318,12 @@ def parser() -> argparse.ArgumentParser:
     predict.add_argument("--cdk-json", default="", help="the project's cdk.json (default: the checkout's)")
     predict.add_argument("--acceptance", action="append", default=[], metavar="CLASS=A", help="assume per-token acceptance A for a class")
     predict.add_argument("--from-run", default="", metavar="RUN", help="acceptance per class from a stored run")
-    predict.add_argument("--from-sweep", default="", metavar="SWEEP_ID", help="acceptance per class from a stored sweep (in --results)")
+    predict.add_argument("--from-sweep", default=None, metavar="SWEEP_ID", help="acceptance per class from a stored sweep (in --results)")
     predict.add_argument("--results", default=None, help="directory or s3://BUCKET/PREFIX/ of stored runs (default: results)")
     predict.add_argument("--region", default=None)
-    predict.add_argument("--loads", default="", help="clients in flight, comma-separated (default: 1, 2, 4 ... 2 x max_num_seqs)")
+    predict.add_argument(
+        "--loads", type=load_list, default=None, help="clients in flight, comma-separated (default: 1, 2, 4 ... 2 x max_num_seqs)"
+    )
     predict.add_argument(
         "--profile", default="", metavar="FILE", help="the free parameters (a --calibrate output; default: the write-up's)"
     )
@@ -419,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_preflight(args)
         if args.command == "sweep-report":
             return command_sweep_report(args)
+        if args.command == "sweep" and args.sweep_command == "control":
+            return command_sweep_control(args)
         if args.command == "sweep":
             return command_sweep(args)
         return command_suite(args)
@@ -642,7 +651,7 @@ def command_sweep_report(args: argparse.Namespace) -> int:
     except ImportError:  # the Job's zip leaves the analysis out
         print("specbench: this build has no sweep-report command; run it from a checkout of the project", file=sys.stderr)
         return EXIT_USAGE
-    from specbench.results.roles import parse_roles
+    from specbench.results.roles import describe_roles, parse_roles, run_roles
     from specbench.results.runfiles import load_run
     from specbench.results.store import open_store
 
@@ -657,12 +666,18 @@ def command_sweep_report(args: argparse.Namespace) -> int:
             print_skipped(read)
             given = parse_roles(args.role)
             points = points_from_run(files.run, files.records, files.acceptance, store.location, given)
+            if points and "sweep" not in files.run:  # where each endpoint's role was read, k from /metrics included
+                found = run_roles(files.run, files.acceptance, {r.variant for r in files.records}, given)
+                print(f"--run {args.run}: {describe_roles(found)}", file=sys.stderr)
             where, name = store.location, store.run_id
             runs = [files.run]
         else:
             results, runs, read = open_store(args.results, args.region), [], []
-            points, name = load_sweep_points(results, args.sweep_id, runs, read), args.sweep_id
+            left_out: list[str] = []
+            points, name = load_sweep_points(results, args.sweep_id, runs, read, left_out), args.sweep_id
             print_skipped(read)
+            for line in left_out:  # specbench/sweep/checked.py check_grid: never silently used
+                print(f"left out: {line}", file=sys.stderr)
             staged_docs = stage_documents(results, args.sweep_id)  # a staged sweep's steps (sweep next), else none
             where = f"{results.location.rstrip('/')}/sweeps/{args.sweep_id}/"
     except (OSError, ValueError, BotoCoreError, ClientError) as error:  # a bad location, unreadable or malformed files
@@ -759,6 +774,12 @@ def command_publish(args: argparse.Namespace) -> int:
     store = RunStore(open_store(location or ".", args.region), run_id)
     if not store.keys("run.json"):
         print(f"specbench: no run at {store.location} (run.json missing)", file=sys.stderr)
+        return EXIT_USAGE
+    from specbench.results.runfiles import run_json_problem
+
+    problem = run_json_problem(store)
+    if problem:  # a damaged run.json: its records' service and settings are unknown, so nothing is sent
+        print(f"specbench: not published: {store.location}/{problem}; nothing was sent", file=sys.stderr)
         return EXIT_USAGE
     # After a partial publish, send only what is missing: CloudWatch would count the rest twice.
     unpublished_only = not args.all and has_unpublished(store)
@@ -882,6 +903,13 @@ def command_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_sweep_control(args: argparse.Namespace) -> int:
+    """``sweep control``: the in-cluster controller; its own function so the Job's zip holds it without config/."""
+    from specbench.outputs.sweep_controller import control
+
+    return control(args)
+
+
 def command_sweep(args: argparse.Namespace) -> int:
     """``sweep next`` (one step of a staged sweep) and ``sweep stage-job`` (the next stage's Job)."""
     from specbench.outputs import sweep_next
@@ -914,35 +942,16 @@ def command_sweep(args: argparse.Namespace) -> int:
     config = checkout_config(args)
     if isinstance(config, int):
         return config
-    from config.cost import node_price as configured_price
-    from config.sweep import mix_weights, slots_per_node, stage_costing, stage_one_variants, staged_cost, sweep_variants
+    from config.sweep_decision import decision_settings
+    from specbench.outputs import sweep_controller as controller
     from specbench.outputs.sweep_report import load_sweep_folders
     from specbench.results.store import open_store
-    from specbench.sweep import staged
-    from specbench.sweep.points import loads
 
-    s = config.sweep
-    if not s.variants:
+    if not config.sweep.variants:
         print("specbench: sweep next: no sweep configured (sweep.variants is empty)", file=sys.stderr)
         return EXIT_USAGE
-    price = configured_price(config)[0] if args.node_price_per_hour is None else args.node_price_per_hour
-    objective = staged.Objective(mix_weights(config), price or None, s.slo_tpot_ms / 1000, s.slo_ttft_ms / 1000)
-    slots = sum(slots_per_node(config) or ())
-    estimates, nodes, precompiled = stage_costing(config) if slots else (staged.DEFAULT_ESTIMATES, 1, [])
-    inputs = sweep_next.Inputs(
-        tuple(sweep_variants(config)),
-        loads(s.concurrencies, s.request_rates),
-        objective,
-        max(slots, 1),
-        s.decision_margin,
-        config.serving.namespace,
-        estimates,
-        nodes,
-        tuple(precompiled),
-        staged_cost(config) if slots else None,
-        s.budget_node_hours,
-        tuple(stage_one_variants(config)),
-    )
+    # The same Inputs the in-cluster controller reads from its settings.json (one source for both).
+    inputs = controller.inputs_from_settings(decision_settings(config, args.node_price_per_hour))
     try:
         store = open_store(args.results, args.region)
         folders = load_sweep_folders(store, args.sweep_id)
@@ -999,7 +1008,7 @@ def command_predict(args: argparse.Namespace) -> int:
     from specbench.analysis.sweep import points_from_run
     from specbench.outputs import prediction as out
     from specbench.outputs.sweep_report import load_sweep_points
-    from specbench.results.roles import parse_roles, run_roles
+    from specbench.results.roles import describe_roles, parse_roles, run_roles
     from specbench.results.runfiles import load_run
     from specbench.results.store import open_store
 
@@ -1013,11 +1022,14 @@ def command_predict(args: argparse.Namespace) -> int:
         files = load_run(store)
         if not files.run and not files.records:  # a named source that is not there is an error, never a default
             raise ValueError(f"{flag} {run}: no run at {store.location} (neither run.json nor records/)")
+        damaged = next((str(s) for s in files.skipped if str(s).startswith("run.json")), "")
+        if damaged:  # what ran and what each endpoint serves are in run.json: never guessed without it
+            raise ValueError(f"{flag} {run}: {damaged}")
         points = points_from_run(files.run, files.records, files.acceptance, store.location, given)
         if "sweep" in files.run:  # a sweep point records its variant
             return files.run, points, ""
         found = run_roles(files.run, files.acceptance, {r.variant for r in files.records}, given)
-        return files.run, points, "; ".join(f"{n} {r.describe()} ({r.source})" for n, r in found.items())
+        return files.run, points, describe_roles(found)
 
     def measured_acceptance(points, flag: str, name: str) -> dict:  # type: ignore[no-untyped-def]
         found = out.acceptance_from_points(points)
@@ -1057,14 +1069,24 @@ def command_predict(args: argparse.Namespace) -> int:
             print(f"profile saved: {args.save_profile} (use it with predict --profile, emulate --profile)\n")
             profile = fit.profile
         deployment, sources = out.choose_deployment(local, explicit, base, base_source)
-        loads = [int(x) for x in args.loads.split(",") if x.strip()] if args.loads else default_loads(deployment.max_num_seqs)
+        loads = args.loads or default_loads(deployment.max_num_seqs)
         acceptance = out.acceptance_table(out.parse_acceptance(args.acceptance), "assumed")
         if args.from_run:
-            _, points, _ = run_points(args.from_run, "--from-run")
+            _, points, described = run_points(args.from_run, "--from-run")
+            if described:  # where each endpoint's role was read (roles.describe_roles)
+                print(f"--from-run {args.from_run}: {described}", file=sys.stderr)
             acceptance.update(out.acceptance_table(measured_acceptance(points, "--from-run", args.from_run), f"run {args.from_run}"))
-        if args.from_sweep:
+        if args.from_sweep is not None:  # given, even empty: an empty id is refused, not ignored
             results = open_store(args.results or "results", args.region)
-            swept = load_sweep_points(results, args.from_sweep)
+            if not args.from_sweep.strip():
+                raise ValueError("--from-sweep: empty (give a sweep id: a DNS label, as sweep-report --sweep-id)")
+            left_out: list[str] = []
+            try:
+                swept = load_sweep_points(results, args.from_sweep, left_out=left_out)
+            except ValueError as error:  # the id is checked as --sweep-id: name the flag given here
+                raise ValueError(str(error).replace("--sweep-id", "--from-sweep")) from None
+            for line in left_out:  # specbench/sweep/checked.py check_grid: never silently used
+                print(f"left out: {line}", file=sys.stderr)
             if not swept:
                 where = f"{results.location.rstrip('/')}/sweeps/{args.from_sweep}/"
                 raise ValueError(f"--from-sweep {args.from_sweep}: no sweep point stored under {where}")
@@ -1081,7 +1103,11 @@ def command_predict(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print("\n".join(out.render(report)))
     if args.json:
-        Path(args.json).write_text(jsonfile_dumps(out.json_document(report, fit), indent=2) + "\n", encoding="utf-8")
+        try:
+            Path(args.json).write_text(jsonfile_dumps(out.json_document(report, fit), indent=2) + "\n", encoding="utf-8")
+        except OSError as error:  # a folder, a missing parent, no permission
+            print(f"specbench: --json {args.json}: cannot write ({error.strerror or error})", file=sys.stderr)
+            return EXIT_USAGE
         print(f"written: {args.json}")
     return 0
 

@@ -49,6 +49,18 @@ def safe_name(text: str) -> str:
     return text
 
 
+MAX_LOAD = 10_000  # clients in flight: far past any max_num_seqs (config/validate.py: at most 256)
+
+
+def load_list(text: str) -> list[int]:
+    """``1,2,4``: whole numbers of clients in flight, 1 to MAX_LOAD each, comma-separated."""
+    allowed_form = f"expected whole numbers 1-{MAX_LOAD} (clients in flight), comma-separated, e.g. 1,2,4"
+    parts = text.split(",")
+    if not text.strip() or any(not _INT.fullmatch(p.strip()) or not 1 <= int(p) <= MAX_LOAD for p in parts):
+        raise argparse.ArgumentTypeError(f"{echo(text)}: {allowed_form}")
+    return [int(p) for p in parts]
+
+
 def positive_int(text: str) -> int:
     value = ascii_int(text)
     if value < 1:

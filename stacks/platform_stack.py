@@ -11,6 +11,7 @@ from constructs import Construct
 from charts import benchmark_spec, serving_plan
 from charts.sweep import sweep_spec
 from config import PlatformConfig
+from config.cost import node_price
 from config.sweep import enabled as sweep_enabled
 
 from .addons import (
@@ -24,6 +25,7 @@ from .addons import (
     VpcCniProps,
 )
 from .cluster import ClusterProps, SystemNodeGroupProps, TrainiumCluster
+from .cost_guard import CostGuard, CostGuardProps
 from .log_policy import LogGroupPolicy, retention_period
 from .network import Network, NetworkProps
 from .neuron_nodes import NeuronNodeGroup, NeuronNodeGroupProps
@@ -98,6 +100,27 @@ class PlatformStack(Stack):
             ),
         )
         self.neuron.nodegroup.node.add_dependency(self.vpc_cni.addon)
+        b = config.budget
+        # A sweep started by the deploy runs on these nodes after the benchmark: a scale-down on the
+        # benchmark's publish.json would stop it, so then only the budget check runs.
+        after_run = n.scale_to_zero_after_run and not (sweep_enabled(config) and config.sweep.start_on_deploy)
+        self.cost_guard = CostGuard(
+            self,
+            "CostGuard",
+            CostGuardProps(
+                nodegroup=self.neuron.nodegroup,
+                cluster_name=c.name,
+                max_size=n.max_size,
+                bucket=bucket,
+                metrics_namespace=config.benchmark.metrics_namespace,
+                budget_node_hours=b.node_hours,
+                check_minutes=b.check_minutes,
+                scale_after_run=after_run,
+                notify_email=b.notify_email,
+                price_per_hour=node_price(config)[0],
+                log_retention=retention,
+            ),
+        )
         # Kubernetes-side objects go in after every node group and admin access entry exist, and so
         # are deleted before them on destroy (aws-cdk #34897: otherwise deletes can lose access).
         nodes_and_access = (self.eks.system_nodes, self.neuron.nodegroup, *self.eks.admin_access)
@@ -152,6 +175,8 @@ class PlatformStack(Stack):
             value=f"aws eks update-kubeconfig --region {self.region} --name {cluster.cluster_name}",
         )
         CfnOutput(self, "NeuronNodegroupName", value=self.neuron.nodegroup.nodegroup_name)
+        CfnOutput(self, "CostGuardTopicArn", value=self.cost_guard.topic.topic_arn, description="Cost guard notifications")
+        CfnOutput(self, "CostGuardFunctionName", value=self.cost_guard.function.function_name, description="Cost guard Lambda")
 
     @property
     def availability_zones(self) -> list[str]:

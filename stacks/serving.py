@@ -13,7 +13,7 @@ add-ons are still there.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
@@ -25,7 +25,7 @@ from charts.model_cache import SERVICE_ACCOUNT
 from charts.sweep import SweepSpec
 
 from .addons.pod_identity import pod_identity_role
-from .benchmark import BenchmarkRun, BenchmarkRunProps
+from .benchmark import BenchmarkRun, BenchmarkRunProps, code_asset, with_code
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,16 @@ class ServingWorkloads(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: ServingWorkloadsProps) -> None:
         super().__init__(scope, construct_id)
         cluster, plan = props.cluster, props.plan
-        charts = serving_charts(cdk8s.App(), plan, props.benchmark, props.sweep)
+        bench, sweep = props.benchmark, props.sweep
+        # The pods' code: a file asset built at synth, fetched by the pods (stacks/benchmark.py).
+        self.code = code_asset(self, "BenchmarkCode", bench.bundle) if bench is not None else None
+        if bench is not None and self.code is not None:
+            bench = with_code(bench, self.code)
+            if sweep is not None:
+                if sweep.benchmark.bundle != bench.bundle:
+                    raise ValueError("ServingWorkloadsProps.sweep must run the benchmark's code")
+                sweep = replace(sweep, benchmark=with_code(sweep.benchmark, self.code))
+        charts = serving_charts(cdk8s.App(), plan, bench, sweep)
         self.model_cache = cluster.add_cdk8s_chart("ModelCacheChart", charts.model_cache)
         self.model_cache.node.add_dependency(*props.depends_on)
         if plan.model_cache.hf_token_secret_arn:
@@ -59,11 +68,16 @@ class ServingWorkloads(Construct):
         if charts.benchmark is not None:
             if props.benchmark_role is None:
                 raise ValueError("ServingWorkloadsProps.benchmark needs benchmark_role")
+            assert self.code is not None  # made with the benchmark above
             self.benchmark = BenchmarkRun(
                 self,
                 "Benchmark",
                 BenchmarkRunProps(
-                    cluster=cluster, chart=charts.benchmark, role=props.benchmark_role, depends_on=tuple(self.services.values())
+                    cluster=cluster,
+                    chart=charts.benchmark,
+                    role=props.benchmark_role,
+                    code=self.code,
+                    depends_on=tuple(self.services.values()),
                 ),
             )
         self.sweep: eks.KubernetesManifest | None = None

@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import app as entry  # noqa: E402
+import stacks.cost_guard  # noqa: E402
 import stacks.nag  # noqa: E402
 import stacks.results  # noqa: E402
 import stacks.storage  # noqa: E402
@@ -25,4 +26,5 @@ if __name__ == "__main__":
     stacks.nag.acknowledge = _no_acknowledgment
     stacks.storage.acknowledge = _no_acknowledgment
     stacks.results.acknowledge = _no_acknowledgment
+    stacks.cost_guard.acknowledge = _no_acknowledgment
     sys.exit(entry.main(sys.argv[1:]))

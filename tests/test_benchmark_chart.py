@@ -5,13 +5,10 @@ ordering) is in test_benchmark_stack.py."""
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import io
 import json
-import lzma
-import re
 import subprocess
 import sys
 import zipfile
@@ -20,12 +17,11 @@ import kubernetes_validate
 import pytest
 
 from charts import BenchmarkSpec, benchmark_spec, serving_plan
-from charts.benchmark import CODE_MOUNT, UNPACK, benchmark_job, benchmark_objects, install_and_run, job_spec, rerun_cronjob, run_args
-from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_seconds, benchmark_requirements
-from config import ConfigError, catalog, layout, load_config
+from charts.benchmark import CODE_MOUNT, FETCH, benchmark_job, benchmark_objects, install_and_run, job_spec, rerun_cronjob, run_args
+from charts.spec import MAX_SUITE_SECONDS, SETUP_SECONDS, benchmark_deadline_seconds
+from config import catalog, layout, load_config
 from conftest import BUCKET, ROOT, VARIANT_CONTEXT
 from specbench import bundle
-from specbench.prompts.suite import DEFAULT_SUITE
 
 DEFAULT_FLAGS = [
     "--endpoint",
@@ -137,15 +133,18 @@ def test_defaults_give_the_reference_run_flags(spec):
     assert container["args"] == DEFAULT_FLAGS
     assert "--no-progress" not in container["args"] and "--suite" not in container["args"]
     assert "pip install --no-cache-dir" in script and "--require-hashes --target /deps -r /opt/specbench/requirements.txt" in script
-    # The zip is unpacked to the writable /tmp first (checked against the sha256 in the environment),
-    # before pip, so a damaged ConfigMap fails at once; then it runs from there.
+    # The pinned, hashed install first (it brings boto3), then the zip is fetched from S3 to the
+    # writable /tmp (checked against the sha256 in the environment); then it runs from there.
     lines = script.splitlines()
-    assert lines[1] == 'python /opt/specbench/unpack.py /opt/specbench/specbench.pyz.xz /tmp/specbench.pyz "$SPECBENCH_BUNDLE_SHA256"'
-    assert "pip install" in lines[2] and len(lines) == 4
+    assert "pip install" in lines[1] and len(lines) == 4
+    assert lines[2] == (
+        'python -c "$SPECBENCH_FETCH" "$SPECBENCH_CODE_BUCKET" "$SPECBENCH_CODE_KEY" "$AWS_REGION" "$SPECBENCH_BUNDLE_SHA256" /tmp/specbench.pyz'
+    )
     assert lines[-1] == 'exec python /tmp/specbench.pyz run "$@"'
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["PYTHONPATH"] == "/deps" and env["HOME"] == "/home/specbench"
     assert env["SPECBENCH_BUNDLE_SHA256"] == hashlib.sha256(bundle.zipapp_bytes()).hexdigest()
+    assert env["SPECBENCH_FETCH"] == FETCH and env["AWS_REGION"] == spec.region
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
 
 
@@ -305,68 +304,10 @@ def test_job_name_is_a_stable_hash_of_the_spec_without_the_bucket(spec):
 # --- what the pod gets ----------------------------------------------------------------------------
 
 
-def test_config_map_carries_the_bundle_requirements_and_settings(spec):
+def test_config_map_carries_the_requirements_and_settings_and_no_code(spec):
     config_map = _by_kind(benchmark_objects(spec))["ConfigMap"]
-    assert set(config_map["binaryData"]) == {"specbench.pyz.xz"}
-    encoded = config_map["binaryData"]["specbench.pyz.xz"]
-    packed = base64.b64decode(encoded)
-    assert packed == bundle.zipapp_xz_bytes() and lzma.decompress(packed) == bundle.zipapp_bytes() == spec.bundle
-    assert config_map["data"]["unpack.py"] == UNPACK
+    assert "binaryData" not in config_map and set(config_map["data"]) == {"requirements.txt", "settings.json"}
     assert config_map["data"]["requirements.txt"] == (ROOT / "specbench" / "requirements.lock").read_text()
-    # Far below the 1 MiB object limit, and below kubectl's 256 KiB last-applied annotation.
-    size = len(json.dumps(config_map))
-    assert size < 192 * 1024, size
-    # Solid xz of the stored zip: well under the per-file deflate it replaced (84,350 bytes when changed).
-    assert len(packed) < 0.3 * len(spec.bundle)
-    print(f"\nspecbench.pyz {len(spec.bundle)} bytes, xz {len(packed)} bytes, base64 {len(encoded)} bytes, ConfigMap {size} bytes")
-
-
-def test_llmperf_requirements_install_without_git():
-    native, llmperf = benchmark_requirements("native"), benchmark_requirements("llmperf")
-    assert "llmperf" not in native and (ROOT / "specbench" / "requirements.txt").read_text() in llmperf
-    # Hash-checking mode is all or nothing in one pip run, and llmperf's own dependencies are not
-    # pinned: the llmperf engine installs without hashes (charts/README.md, "Benchmark").
-    assert "--hash" not in llmperf and "--require-hashes" not in install_and_run("llmperf")
-    # The slim image has no git: no VCS requirement, only an archive of a pinned commit.
-    assert not re.search(r"^[^#]*\bgit\+", llmperf, re.MULTILINE)
-    assert "llmperf @ https://github.com/ray-project/llmperf/archive/f1d6bed47e4501b0e371082b41601b59ab55269f.tar.gz" in llmperf
-
-
-def test_settings_snapshot_describes_the_deployment(spec, config):
-    settings = json.loads(spec.settings_json)
-    assert spec.settings_json == json.dumps(settings, indent=2, sort_keys=True) + "\n"
-    s = config.serving
-    assert settings["serving"]["image"] == s.image and settings["serving"]["target_model"] == s.target_model
-    assert (settings["serving"]["tensor_parallel_size"], settings["serving"]["max_num_seqs"], settings["serving"]["max_model_len"]) == (
-        32,
-        4,
-        1024,
-    )
-    assert settings["benchmark"]["engine"] == "native" and settings["benchmark"]["suite"] == DEFAULT_SUITE.name
-    assert settings["benchmark"]["temperature"] == 0.0 and settings["benchmark"]["seed"] == 11111
-    assert settings["variants"][1]["compiled_artifacts"].startswith("/neuron-artifacts/qwen3-32b-qwen3-1.7b-k7-")
-
-
-def test_dist_writes_the_same_benchmark_objects(dist, spec):
-    assert dist["0003-specbench.k8s.yaml"] == list(benchmark_objects(spec))
-
-
-# --- bad specs ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        ({"engine": "foo"}, "benchmark.engine='foo': is not a benchmark engine; allowed: native, llmperf"),
-        ({"endpoints": (("qwen-vllm", "http://qwen-vllm:8000"),)}, "benchmark.endpoints='qwen-vllm': needs a baseline and another"),
-        ({"concurrency": 0}, "benchmark.concurrency=0: must be positive"),
-        ({"active_deadline_seconds": 10}, "benchmark.active_deadline_seconds=10: leaves no time to run"),
-    ],
-)
-def test_bad_specs_fail_with_the_field_named(spec, change, message):
-    with pytest.raises(ConfigError) as err:
-        dataclasses.replace(spec, **change)
-    assert str(err.value).startswith(f"config error: {message}")
 
 
 # --- the bundle -----------------------------------------------------------------------------------
@@ -375,14 +316,11 @@ def test_bad_specs_fail_with_the_field_named(spec, change, message):
 def test_bundle_is_byte_stable_and_sorted():
     first, second = bundle.zipapp_bytes(), bundle.zipapp_bytes()
     assert first == second
-    # The blob too, compressed afresh (not the cache's copy): a fixed preset, nothing else varies.
-    assert bundle.xz_bytes.__wrapped__(first) == bundle.zipapp_xz_bytes()
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
         infos = archive.infolist()
         names = [i.filename for i in infos]
         assert names == sorted(names) and names[0] == "__main__.py"
         assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
-        # Stored, so xz sees the text of every module at once.
         assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
         # What `specbench run`, `publish`, `import-llmperf` and `suite` import, and the built-in suites;
         # not the local tools (`emulate`, `report`: the emulator, the report and its charts) nor the
@@ -442,7 +380,7 @@ def test_compact_source_blanks_comments_and_docstrings_and_keeps_every_line():
 
 def test_the_job_zip_keeps_every_line_of_every_module_where_it_was():
     sizes = []
-    with zipfile.ZipFile(io.BytesIO(lzma.decompress(bundle.zipapp_xz_bytes()))) as archive:
+    with zipfile.ZipFile(io.BytesIO(bundle.zipapp_bytes())) as archive:
         for name in archive.namelist():
             if name.startswith("specbench/") and name.endswith(".py"):
                 source = (ROOT / name).read_bytes()
@@ -463,6 +401,8 @@ JOB_FILES = (
     "analysis/prices.py",  # the bounds of the price and servers per node a run's settings and flags give
     "analysis/stats.py",  # stream_acceptance's pooled figures
     "analysis/stream_acceptance.py",  # publish: StreamAcceptanceLength where the self-check passed
+    "analysis/sweep.py",  # sweep control: the stored points' analysis
+    "analysis/theory.py",
     "aws_retry.py",
     "cli.py",
     "flags.py",  # the command line's strict values
@@ -477,6 +417,10 @@ JOB_FILES = (
     "outputs/__init__.py",
     "outputs/cloudwatch.py",
     "outputs/publish.py",
+    "outputs/stage_job.py",  # sweep control: the next stage's Job
+    "outputs/sweep_controller.py",  # sweep control: the staged sweep's loop in the cluster
+    "outputs/sweep_next.py",
+    "outputs/sweep_report.py",  # sweep control reads the points with load_sweep_folders (not its matplotlib chart)
     "prompts/__init__.py",
     "prompts/datasets.py",
     "prompts/fixtures/classes.jsonl",  # the offline fixtures: the suite that names them runs from the zip
@@ -484,6 +428,7 @@ JOB_FILES = (
     "prompts/suites/classes-offline.json",
     "prompts/suites/classes.json",
     "prompts/suites/reference.json",
+    "prompts/suites/rehearsal.json",  # the rehearsal profile's short suite (benchmark.suite_file=builtin:rehearsal)
     "results/__init__.py",
     "results/importer.py",
     "results/llmperf_format.py",
@@ -493,9 +438,15 @@ JOB_FILES = (
     "results/store.py",
     "results/validity.py",
     "runner.py",
-    # `run --sweep-id --sweep-point` (a sweep point's metadata); not sweep/plan.py (`plan` runs from a checkout).
+    # `run --sweep-id --sweep-point` (a sweep point's metadata) and `sweep control` (the staged sweep's controller).
     "sweep/__init__.py",
+    "sweep/checked.py",
+    "sweep/evidence.py",
+    "sweep/jobs_api.py",
+    "sweep/pinning.py",
+    "sweep/plan.py",
     "sweep/points.py",
+    "sweep/staged.py",
 )
 
 
@@ -503,7 +454,7 @@ def test_every_module_of_the_bundle_imports_from_the_zip(tmp_path):
     """What the walk of the imports found is enough: each module loads from the zip (its lazy
     imports are in the zip too: the walk follows them, tests/test_structure.py tests the walk)."""
     target = tmp_path / "specbench.pyz"
-    target.write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # the zip as the pod unpacks it
+    target.write_bytes(bundle.zipapp_bytes())  # the zip as the pod fetches it
     modules = [n.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for n in bundle.sources() if n.endswith(".py")]
     # llmperf_actor needs ray and llmperf (the llmperf engine's own environment); __main__ runs the CLI.
     modules = [m for m in modules if not m.endswith(("llmperf_actor", "__main__"))]
@@ -517,7 +468,7 @@ def test_every_module_of_the_bundle_imports_from_the_zip(tmp_path):
 def test_bundle_imports_from_the_zip_alone(tmp_path):
     """The package works from the zip, away from the source tree (no cli needed for this)."""
     target = tmp_path / "specbench.pyz"
-    target.write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # the zip as the pod unpacks it
+    target.write_bytes(bundle.zipapp_bytes())  # the zip as the pod fetches it
     code = (
         "import specbench.prompts.suite as s; print(s.__file__, len(s.DEFAULT_SUITE.test_cases), "
         "len(s.load_suite('builtin:classes-offline').materialize().test_cases[0].items))"
@@ -535,7 +486,7 @@ def test_bundle_imports_from_the_zip_alone(tmp_path):
 
 def test_bundle_runs_as_a_zip_application(tmp_path):
     target = tmp_path / "specbench.pyz"
-    target.write_bytes(lzma.decompress(bundle.zipapp_xz_bytes()))  # the zip as the pod unpacks it
+    target.write_bytes(bundle.zipapp_bytes())  # the zip as the pod fetches it
     # Not isolated (-I): the benchmark's requirements come from this environment, as from /deps in the pod.
     env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     result = subprocess.run([sys.executable, str(target), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)

@@ -186,8 +186,8 @@ def test_non_trainium_accelerator_is_named_as_such():
 
 def test_unknown_instance_type():
     assert "is not an EC2 instance type" in only_problem(neuron_nodes__instance_type="trn9.huge")
-    # trn2.3xlarge exists in EC2, but its Neuron device shape is not in config/catalog.py.
-    assert "is not a Trainium instance type whose Neuron shape is known" in only_problem(neuron_nodes__instance_type="trn2.3xlarge")
+    # m7i.xlarge exists in EC2, but it has no Neuron device shape in config/catalog.py.
+    assert "is not a Trainium instance type whose Neuron shape is known" in only_problem(neuron_nodes__instance_type="m7i.xlarge")
 
 
 def test_system_group_rejects_accelerators():

@@ -388,19 +388,19 @@ MESSAGES: list[tuple[dict[str, object], str]] = [
     ({"system_nodes.disk_size_gib": 10}, "system_nodes.disk_size_gib=10: is out of range; allowed: 20 to 1000"),
     (
         {"neuron_nodes.instance_type": "inf2.48xlarge"},
-        "neuron_nodes.instance_type='inf2.48xlarge': is an accelerator but not Trainium; allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge",
+        "neuron_nodes.instance_type='inf2.48xlarge': is an accelerator but not Trainium; allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge",
     ),
     (
         {"neuron_nodes.instance_type": "trn9.huge"},
-        "neuron_nodes.instance_type='trn9.huge': is not an EC2 instance type (not in the EC2 API's InstanceType enum in botocore 1.44.8); allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge",
+        "neuron_nodes.instance_type='trn9.huge': is not an EC2 instance type (not in the EC2 API's InstanceType enum in botocore 1.44.8); allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge",
     ),
     (
         {"neuron_nodes.instance_type": "trn2.48xlarg"},
         "neuron_nodes.instance_type='trn2.48xlarg': is not an EC2 instance type (not in the EC2 API's InstanceType enum in botocore 1.44.8); allowed: did you mean trn2.48xlarge or trn2.3xlarge?",
     ),
     (
-        {"neuron_nodes.instance_type": "trn2.3xlarge"},
-        "neuron_nodes.instance_type='trn2.3xlarge': is not a Trainium instance type whose Neuron shape is known; allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge, trn2u.48xlarge",
+        {"neuron_nodes.instance_type": "m7i.xlarge"},
+        "neuron_nodes.instance_type='m7i.xlarge': is not a Trainium instance type whose Neuron shape is known; allowed: trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge",
     ),
     ({"neuron_nodes.max_size": 0}, "neuron_nodes.max_size=0: is out of range; allowed: 1 to 64"),
     ({"neuron_nodes.max_size": 65}, "neuron_nodes.max_size=65: is out of range; allowed: 1 to 64"),

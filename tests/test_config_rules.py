@@ -91,7 +91,7 @@ BAD: list[tuple[dict[str, object], str, str]] = [
     ({"neuron_nodes.instance_type": "inf2.48xlarge"}, "neuron_nodes.instance_type", "is an accelerator but not Trainium"),
     ({"neuron_nodes.instance_type": "trn9.huge"}, "neuron_nodes.instance_type", "is not an EC2 instance type"),
     ({"neuron_nodes.instance_type": "trn2.48xlarg"}, "neuron_nodes.instance_type", "did you mean trn2.48xlarge"),
-    ({"neuron_nodes.instance_type": "trn2.3xlarge"}, "neuron_nodes.instance_type", "whose Neuron shape is known"),
+    ({"neuron_nodes.instance_type": "m7i.xlarge"}, "neuron_nodes.instance_type", "whose Neuron shape is known"),
     ({"neuron_nodes.max_size": 0}, "neuron_nodes.max_size", "allowed: 1 to 64"),
     ({"neuron_nodes.max_size": 65}, "neuron_nodes.max_size", "allowed: 1 to 64"),
     ({"neuron_nodes.min_size": -1}, "neuron_nodes.min_size", "is negative"),

@@ -4,24 +4,18 @@ The benchmark's own stack side (its role, association and ordering) is in test_b
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import lzma
 import re
-import subprocess
-import sys
-from pathlib import Path
+
+import boto3
+from code_fetch import moto_server, run_pod
 
 from conftest import BUCKET, HF_TOKEN_SECRET_ARN
+from scripts import manifest_sizes
 from templates import all_dependencies, only, props, resources
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
-# The kubectl provider passes a manifest to its Lambda inline: 256 KB payload limit.
-PAYLOAD_LIMIT = 256 * 1024
-# The benchmark's manifest carries the specbench package (a zip, base64): it may use more, but an
-# update sends the old and the new manifest in one event, so two must still fit with room to spare.
-BENCHMARK_PAYLOAD_BUDGET = PAYLOAD_LIMIT * 0.4
 
 
 def _manifests(template):
@@ -56,7 +50,18 @@ def test_one_manifest_per_chart_with_the_same_objects_as_dist(platform, dist):
     }
     assert len(_manifests(platform)) == len(names)
     for prefix, dist_file in names.items():
-        assert _objects(platform["Resources"][_by_prefix(platform, prefix)]) == dist[dist_file]
+        assert _code_location_blanked(_objects(platform["Resources"][_by_prefix(platform, prefix)])) == _code_location_blanked(
+            dist[dist_file]
+        )
+
+
+def _code_location_blanked(objects):
+    """The objects with the code's bucket and key blanked: the CDK asset's in the stack, the data
+    bucket's results/code/ in dist (charts/dist.py); the sha256 the pods check stays compared."""
+    text = json.dumps(objects)
+    for name in ("SPECBENCH_CODE_BUCKET", "SPECBENCH_CODE_KEY"):
+        text = re.sub(rf'("name": "{name}", "value": )"[^"]*"', r'\1""', text)
+    return json.loads(text)
 
 
 def test_bucket_is_the_data_stacks_bucket(platform, data):
@@ -82,15 +87,14 @@ def test_charts_apply_after_their_add_ons_and_are_deleted_first(platform):
 
 
 def test_every_chart_fits_the_kubectl_payload_limit(platform, variant_platform):
+    """What `make manifest-sizes` prints, for both apps: every manifest, the benchmark's too (it
+    carries no code now), within a quarter of the payload limit."""
     for name, template in (("default", platform), ("variant", variant_platform)):
-        for lid, resource in _manifests(template).items():
-            size = len(json.dumps(props(resource)["Manifest"]))
-            budget = BENCHMARK_PAYLOAD_BUDGET if lid.startswith("EksClusterBenchmarkChart") else PAYLOAD_LIMIT / 4
-            assert size < budget, f"{lid}: {size} bytes"
-            if lid.startswith("EksClusterBenchmarkChart"):
-                print(
-                    f"\n{name}: benchmark manifest {size} bytes, {size / budget:.1%} of its budget ({size / PAYLOAD_LIMIT:.1%} of the limit)"
-                )
+        lines, fits = manifest_sizes.report({name: template})
+        print("\n" + "\n".join(lines))
+        assert fits, lines
+        assert set(manifest_sizes.manifest_sizes(template)) >= set(_manifests(template))
+        assert all(size < manifest_sizes.BUDGET for size in manifest_sizes.manifest_sizes(template).values())
 
 
 def _benchmark_pod(template):
@@ -100,66 +104,55 @@ def _benchmark_pod(template):
     return container, objects["ConfigMap"]
 
 
-def _mount_config_map(config_map, folder, damage=None):
-    """The ConfigMap as the kubelet mounts it: one read-only file per key (binaryData decoded)."""
-    folder.mkdir()
-    files = {
-        **{k: v.encode() for k, v in config_map["data"].items()},
-        **{k: base64.b64decode(v) for k, v in config_map["binaryData"].items()},
-    }
-    for key, data in files.items():
-        if key == damage:
-            data = data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x01]) + data[len(data) // 2 + 1 :]
-        (folder / key).write_bytes(data)
-        (folder / key).chmod(0o444)
-    folder.chmod(0o555)
+def test_no_manifest_carries_code(platform):
+    for lid, resource in _manifests(platform).items():
+        for obj in _objects(resource):
+            if obj["kind"] == "ConfigMap":
+                assert "binaryData" not in obj, lid
+                assert not [k for k in obj["data"] if k.endswith(".pyz")], lid
 
 
-def _run_pod_script(container, code, tmp, *args, env=None):
-    """The container's own script with the ConfigMap at ``code`` and the /tmp emptyDir at ``tmp``
-    (the only paths changed), without its pip line (the requirements are this environment's)."""
-    assert container["command"][:2] == ["sh", "-c"] and container["command"][3] == "specbench"
-    script = container["command"][2]
-    (pip,) = [line for line in script.splitlines() if "pip install" in line]
-    script = re.sub(
-        "/opt/specbench/|/tmp/", lambda m: f"{code}/" if m.group() == "/opt/specbench/" else f"{tmp}/", script.replace(pip + "\n", "")
+def _assets(assembly):
+    """The platform stack's file assets, as the cloud assembly lists them for upload."""
+    return json.loads(assembly.file("SpecDecodePlatform.assets.json").read_text())["files"].values()
+
+
+def _code_read_policy(template):
+    """The one statement of the benchmark role's code-read policy (stacks/benchmark.py)."""
+    (policy,) = [r for lid, r in resources(template, "AWS::IAM::Policy").items() if "CodeRead" in lid]
+    (statement,) = props(policy)["PolicyDocument"]["Statement"]
+    (role,) = props(policy)["Roles"]
+    assert "DataBenchmarkRole" in json.dumps(role)  # the data stack's benchmark role, the pods' identity
+    return statement
+
+
+def test_the_synthesized_benchmark_pod_fetches_its_code_asset_and_runs_it(platform, cli_assembly, tmp_path):
+    """The manifest's Job container, its exact script (but pip) and environment, against moto: the
+    object the stack's asset names is fetched, checked against the sha256 the pod template records,
+    and runs; the role may get that one object."""
+    container, config_map = _benchmark_pod(platform)
+    assert "binaryData" not in config_map
+    env = {e["name"]: e["value"] for e in container["env"]}
+    # The default synthesizer's file asset: key <asset hash>.pyz, the file's extension kept.
+    assert re.fullmatch(r"[0-9a-f]{64}\.pyz", env["SPECBENCH_CODE_KEY"])
+    (asset,) = [a for a in _assets(cli_assembly) if a["source"]["path"].endswith(".pyz")]
+    assert asset["source"]["packaging"] == "file" and env["SPECBENCH_CODE_KEY"] in json.dumps(asset["destinations"])
+    policy = _code_read_policy(platform)
+    assert (
+        policy["Action"] == "s3:GetObject"
+        and policy["Resource"] == f"arn:aws:s3:::cdk-hnb659fds-assets-123456789012-us-east-2/{env['SPECBENCH_CODE_KEY']}"
     )
-    pod_env = {e["name"]: e["value"] for e in container["env"] if e["name"] != "PYTHONPATH"}
-    pod_env.update(HOME=str(tmp), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", **(env or {}))
-    return subprocess.run(["sh", "-c", script, "specbench", *args], env=pod_env, capture_output=True, text=True, timeout=120)
-
-
-def test_the_benchmark_pod_unpacks_and_runs_the_zip_its_manifest_carries(platform, tmp_path):
-    """The synthesized manifest's ConfigMap, mounted read-only, and the Job's exact script: the zip is
-    unpacked to /tmp, checked against the sha256 of the pod template, and runs."""
-    container, config_map = _benchmark_pod(platform)
-    assert set(config_map["binaryData"]) == {"specbench.pyz.xz"}
-    _mount_config_map(config_map, tmp_path / "code")
-    (tmp_path / "tmp").mkdir()
-    ran = _run_pod_script(container, tmp_path / "code", tmp_path / "tmp", "--help")
+    bundle = cli_assembly.file(asset["source"]["path"]).read_bytes()
+    assert hashlib.sha256(bundle).hexdigest() == env["SPECBENCH_BUNDLE_SHA256"]
+    for url in moto_server():
+        s3 = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+            "s3", region_name="us-east-2", endpoint_url=url
+        )
+        s3.create_bucket(Bucket="code", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        s3.put_object(Bucket="code", Key=env["SPECBENCH_CODE_KEY"], Body=bundle)
+        ran = run_pod(container, tmp_path, url, "--help", env={"SPECBENCH_CODE_BUCKET": "code"})
     assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "--endpoint" in ran.stdout and "--results" in ran.stdout  # `specbench run --help`, from the zip
-    unpacked = (tmp_path / "tmp" / "specbench.pyz").read_bytes()
-    assert hashlib.sha256(unpacked).hexdigest() == {e["name"]: e["value"] for e in container["env"]}["SPECBENCH_BUNDLE_SHA256"]
-    assert unpacked == lzma.decompress(base64.b64decode(config_map["binaryData"]["specbench.pyz.xz"]))
-
-
-def test_a_damaged_or_foreign_bundle_stops_the_pod_in_one_line(platform, tmp_path):
-    container, config_map = _benchmark_pod(platform)
-    _mount_config_map(config_map, tmp_path / "code", damage="specbench.pyz.xz")  # one flipped bit
-    (tmp_path / "tmp").mkdir()
-    ran = _run_pod_script(container, tmp_path / "code", tmp_path / "tmp", "--help")
-    assert ran.returncode == 1 and ran.stdout == ""
-    (line,) = ran.stderr.splitlines()
-    assert line.startswith(f"specbench: cannot unpack {tmp_path}/code/specbench.pyz.xz (") and "redeploy" in line
-    assert not (tmp_path / "tmp" / "specbench.pyz").exists()
-    # An intact blob that is not the zip the pod template names (another deploy's ConfigMap).
-    _mount_config_map(config_map, tmp_path / "intact")
-    ran = _run_pod_script(container, tmp_path / "intact", tmp_path / "tmp", "--help", env={"SPECBENCH_BUNDLE_SHA256": "0" * 64})
-    assert ran.returncode == 1 and ran.stdout == ""
-    (line,) = ran.stderr.splitlines()
-    assert line.startswith(f"specbench: {tmp_path}/intact/specbench.pyz.xz unpacks to sha256 ") and f"not {'0' * 64}" in line
-    assert not (tmp_path / "tmp" / "specbench.pyz").exists()
+    assert "--endpoint" in ran.stdout and "--results" in ran.stdout  # `specbench run --help`, from the fetched zip
 
 
 def test_variant_adds_its_extra_service(variant_platform):

@@ -643,6 +643,29 @@ def _notes(run: Mapping[str, Any], cases: Sequence[Group], missing: Sequence[str
     return notes
 
 
+def is_rehearsal(settings: Mapping[str, Any]) -> bool:
+    """Whether the run was made under the rehearsal profile (charts/spec.py settings_snapshot records it)."""
+    return settings.get("profile") == "rehearsal"
+
+
+def title_prefix(settings: Mapping[str, Any]) -> str:
+    """What every title of a rehearsal's outputs starts with; empty otherwise."""
+    return "REHEARSAL: " if is_rehearsal(settings) else ""
+
+
+def rehearsal_note(settings: Mapping[str, Any]) -> str:
+    """Empty unless the run was a rehearsal; then the label every output gives it: what ran, and that
+    its figures are not the reference run's."""
+    if not is_rehearsal(settings):
+        return ""
+    serving = settings.get("serving") if isinstance(settings.get("serving"), Mapping) else {}
+    what = f"{serving.get('target_model', '?')} at TP {serving.get('tensor_parallel_size', '?')} on {serving.get('instance_type', '?')}"
+    return (
+        f"REHEARSAL ({what}): this run proves the pipeline end to end, not the reference run's figures "
+        "(no TP 32 collectives, no compilation of the big model)."
+    )
+
+
 def cross_stack_note(settings: Mapping[str, Any]) -> str:
     """Empty when every service ran on one serving stack (or the run predates stacks); otherwise
     the label every output gives a cross-stack comparison."""

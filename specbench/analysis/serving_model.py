@@ -723,16 +723,25 @@ def profile_document(profile: Profile, deployment: Deployment | None = None, fit
     return document
 
 
+def _stored_fractions(profile: Profile) -> Profile:
+    """A stored profile's efficiencies are shares of the peak, at most 1: 1e6 would predict a step a
+    million times faster than the hardware figures allow (a damaged or hand-edited file)."""
+    for name in ("bandwidth_efficiency", "compute_efficiency"):
+        value = getattr(profile, name)
+        _check(value is None or value <= 1, name, "a share of the peak in (0, 1], or null", value)
+    return profile
+
+
 def read_profile_document(data: Any, base: Profile = DEFAULT_PROFILE) -> tuple[Profile, Deployment | None]:
     """A profile file's contents: the profile, and the deployment it was fitted on (if recorded).
     A bare object of Profile fields is accepted too (overrides on ``base``)."""
     if not isinstance(data, Mapping):
         raise ValueError("profile file: expected a JSON object")
     if "profile" not in data:
-        return Profile.from_dict(data, base), None
+        return _stored_fractions(Profile.from_dict(data, base)), None
     if data.get("format") not in (None, PROFILE_FORMAT):
         raise ValueError(f"profile file: format {data.get('format')!r} unknown; expected {PROFILE_FORMAT}")
-    profile = Profile.from_dict(data["profile"], base)
+    profile = _stored_fractions(Profile.from_dict(data["profile"], base))
     raw = data.get("deployment")
     if raw is None:
         return profile, None

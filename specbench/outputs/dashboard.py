@@ -27,7 +27,7 @@ from typing import Any
 
 from specbench import jsonfile
 from specbench.analysis import aggregate, cost, loads
-from specbench.analysis.aggregate import RunSummary, cross_stack_note
+from specbench.analysis.aggregate import RunSummary, cross_stack_note, rehearsal_note, title_prefix
 from specbench.analysis.stats import format_interval
 
 GRID_WIDTH = 24
@@ -166,6 +166,9 @@ def header_markdown(summary: RunSummary | None, settings: DashboardSettings) -> 
         lines.append(f"**No usable result from {_md(name)}:** {_md(why)}")
     if cross_stack_note(summary.settings):
         lines.append(f"**{_md(cross_stack_note(summary.settings))}**")
+    if rehearsal_note(summary.settings):
+        lines[0] = f"# {_md(title_prefix(summary.settings))}{lines[0][2:]}"
+        lines.insert(1, f"**{_md(rehearsal_note(summary.settings))}**")
     serving = summary.settings.get("serving", {})
     drafts = [
         f"{_md(v.get('name', ''))}: {_md(v.get('method') or 'draft')} {_md(v.get('draft_model') or '-')}, "

@@ -28,6 +28,8 @@ from specbench.analysis.aggregate import (
     RunSummary,
     VariantStats,
     cross_stack_note,
+    rehearsal_note,
+    title_prefix,
 )
 from specbench.analysis.cost import BUSY_DEFINITION, NO_PRICE, SAVING_HEADER, describe_cost, describe_saving, signed_amount
 from specbench.analysis.loads import describe_level
@@ -569,6 +571,8 @@ def sections(summary: RunSummary, charts: Mapping[str, Path]) -> list[Section]:
         headline.append(("verdict", cost_headline(summary)))
     if cross_stack_note(summary.settings):
         headline.append(("banner", cross_stack_note(summary.settings)))
+    if rehearsal_note(summary.settings):
+        headline.insert(0, ("banner", rehearsal_note(summary.settings)))
     result = [Section("headline", "", headline)]
     data = summary.completeness != NO_DATA
     if data and SPEEDUP_CHART in charts:
@@ -651,7 +655,7 @@ def _html_block(kind: str, content: Any, charts: Mapping[str, Path]) -> str:
 def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     """The whole report as one self-contained page: the charts are embedded as data URIs."""
     parts = [
-        f"<h1>Speculative decoding benchmark: run {_e(summary.run_id)}</h1>",
+        f"<h1>{_e(title_prefix(summary.settings))}Speculative decoding benchmark: run {_e(summary.run_id)}</h1>",
         f'<p class="meta">Run <code>{_e(summary.run_id)}</code> · status {_e(summary.status)} · '
         f"completeness <strong>{_e(summary.completeness)}</strong>"
         + (f" · started {_e(summary.started)}" if summary.started else "")
@@ -661,7 +665,7 @@ def render_html(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     for section in sections(summary, charts):
         inner = ([f"<h2>{_e(section.title)}</h2>"] if section.title else []) + [_html_block(k, c, charts) for k, c in section.blocks]
         parts.append(f'<section id="{section.id}">\n' + "\n".join(inner) + "\n</section>")
-    title = f"specbench report: {_e(summary.run_id)}"
+    title = f"{_e(title_prefix(summary.settings))}specbench report: {_e(summary.run_id)}"
     return (
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n'
         "<body>\n" + "\n".join(parts) + "\n</body>\n</html>\n"
@@ -706,7 +710,7 @@ def _markdown_block(kind: str, content: Any, charts: Mapping[str, Path]) -> str:
 def render_markdown(summary: RunSummary, charts: Mapping[str, Path]) -> str:
     """The report in Markdown, in the HTML's order; charts are referenced by file name (next to report.md)."""
     parts = [
-        f"# Speculative decoding benchmark: run {_m(summary.run_id)}",
+        f"# {_m(title_prefix(summary.settings))}Speculative decoding benchmark: run {_m(summary.run_id)}",
         f"Run `{_m(summary.run_id).replace('`', '')}` · status {_m(summary.status)} · completeness **{_m(summary.completeness)}**"
         + (f" · started {_m(summary.started)}" if summary.started else "")
         + (f" · finished {_m(summary.finished)}" if summary.finished else ""),

@@ -21,10 +21,10 @@ from specbench.analysis.cost import NodePrice, describe_cost
 from specbench.analysis.loads import describe_level
 from specbench.analysis.stats import Interval, format_interval
 from specbench.analysis.sweep import METRIC_TITLES, TPOT, ClassAnalysis, Point, SweepAnalysis, points_from_run
-from specbench.names import check_name
 from specbench.results import runfiles
 from specbench.results.store import LOCK_FILE
 from specbench.sweep import checked
+from specbench.sweep.points import check_sweep_id
 
 SWEEPS_PREFIX = "sweeps/"
 MAX_BAR = 20  # characters of the longest per-point bar in the dashboard's text widgets
@@ -49,24 +49,36 @@ class _Folder:
 
 
 def load_sweep_points(
-    store: Any, sweep_id: str, runs: list[dict[str, Any]] | None = None, read: list[runfiles.RunFiles] | None = None
+    store: Any,
+    sweep_id: str,
+    runs: list[dict[str, Any]] | None = None,
+    read: list[runfiles.RunFiles] | None = None,
+    left_out: list[str] | None = None,
 ) -> list[Point]:
-    """Every point stored under ``sweeps/<sweep_id>/`` of a results store (specbench.store); each
-    point's run.json is appended to ``runs`` when given (the deployment's settings are in it), and
-    each point's files as read (with what was skipped) to ``read``. A point whose run.json cannot be
-    read is left out (its sweep variant and load are in it), its records counted as skipped."""
+    """The usable points stored under ``sweeps/<sweep_id>/`` of a results store (specbench.store); each
+    used point's run.json is appended to ``runs`` when given (the deployment's settings are in it), and
+    each point's files as read (with what was skipped) to ``read``. A point that is not this sweep's,
+    contradicts its own point id, is running, failed or duplicated (specbench/sweep/checked.py
+    check_grid) is left out, ``"<point>: <why>"`` appended to ``left_out``; a point whose run.json
+    cannot place it is left out too, its records counted as skipped."""
+    folders = load_sweep_folders(store, sweep_id, read)
+    verdict = checked.check_grid([f for f in folders if f.points], sweep_id)
+    if left_out is not None:
+        left_out += [f"{name}: {why}" for name, why in verdict.left_out]
+    used = {id(p) for p in verdict.used}
     points = []
-    for folder in load_sweep_folders(store, sweep_id, read):
-        if folder.points and runs is not None:
+    for folder in folders:
+        mine = [p for p in folder.points if id(p) in used]
+        if mine and runs is not None:
             runs.append(dict(folder.run))
-        points += folder.points
+        points += mine
     return points
 
 
 def load_sweep_folders(store: Any, sweep_id: str, read: list[runfiles.RunFiles] | None = None) -> list[checked.Folder]:
     """Each point folder under ``sweeps/<sweep_id>/`` as read: run.json, whether its writer holds
     the lock, what was lost to damage, and its points (none when run.json cannot place it)."""
-    base = f"{SWEEPS_PREFIX}{check_name(sweep_id, '--sweep-id')}/"
+    base = f"{SWEEPS_PREFIX}{check_sweep_id(sweep_id)}/"  # a DNS label: the id the sweep's Jobs were named with
     by_point: dict[str, list[str]] = {}
     for key in store.keys(base):
         point, _, rest = key[len(base) :].partition("/")

@@ -234,7 +234,7 @@ def builtin_suite(name: str) -> Suite:
     except OSError:
         data = None
     if data is None:
-        raise SuiteError(f"built-in suite {name!r} not found; shipped: reference, classes, classes-offline")
+        raise SuiteError(f"built-in suite {name!r} not found; shipped: reference, rehearsal, classes, classes-offline")
     return parse_suite(json.loads(data), f"specbench/prompts/suites/{name}.json")
 
 

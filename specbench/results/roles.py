@@ -90,11 +90,26 @@ def snapshot_roles(run: Mapping[str, Any]) -> dict[str, Role]:
         if not isinstance(v, Mapping) or not v.get("name"):
             continue
         if v.get("draft_model") and v.get("num_speculative_tokens"):
-            role = Role(True, str(v.get("method") or ""), str(v["draft_model"]), int(v["num_speculative_tokens"]), "the settings snapshot")
+            role = Role(True, str(v.get("method") or ""), str(v["draft_model"]), int(v["num_speculative_tokens"]), SNAPSHOT)
         else:
-            role = Role(False, source="the settings snapshot")
+            role = Role(False, source=SNAPSHOT)
         found[str(v["name"])] = role
     return found
+
+
+SNAPSHOT = "the settings snapshot"
+
+
+def describe_roles(found: Mapping[str, Role]) -> str:
+    """Each endpoint's role with where it was read; a run without a settings snapshot says so (its
+    roles are what its flags and /metrics said, its deployment unrecorded), never silently."""
+    text = "; ".join(f"{n} {r.describe()} ({r.source})" for n, r in found.items())
+    if found and not any(r.source == SNAPSHOT for r in found.values()):
+        text += (
+            " [no settings snapshot in run.json: roles from the run's flags and /metrics; its deployment settings"
+            " (TP, max_num_seqs, draft) are not recorded, local settings are assumed where needed]"
+        )
+    return text
 
 
 def recorded_roles(run: Mapping[str, Any]) -> dict[str, Role]:

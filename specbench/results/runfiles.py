@@ -372,6 +372,18 @@ def max_tokens_of(run: Mapping[str, Any]) -> Any:
     return lambda case: own.get(case, default)
 
 
+def run_json_problem(store: Any) -> str:
+    """Why a run folder's run.json cannot be read as a run (not UTF-8, not JSON, not an object), or "".
+    A command that would send the run anywhere (publish) refuses it before the first write."""
+    skipped: list[Skipped] = []
+    data = _read_json(store, RUN_FILE, skipped)
+    if data is None:
+        return str(skipped[-1]) if skipped else f"{RUN_FILE}: empty"
+    if not isinstance(data, dict):
+        return f"{RUN_FILE}: a JSON {type(data).__name__}, expected an object"
+    return ""
+
+
 def load_run(store: Any, keys: Sequence[str] | None = None) -> RunFiles:
     """run.json (empty when absent: an imported run), every record and every acceptance file; the
     folder is listed once (or ``keys`` is its listing). Damaged parts are skipped and kept in

@@ -13,12 +13,14 @@ Pure: specbench/outputs/sweep_next.py gives each point folder as read (sweep_rep
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specbench.analysis.sweep import Point
-from specbench.sweep.points import BASELINE, Load, SweepVariant
+from specbench.sweep.points import BASELINE, NAME, Load, SweepVariant
 
 COMPLETED = "completed"  # specbench/runner.py: a run that finished every request
 
@@ -95,3 +97,67 @@ def check(folders: Sequence[Folder], sweep_id: str, variants: Sequence[SweepVari
             else:
                 verdict.used.append(point)
     return verdict
+
+
+# --- a grid sweep: no configuration to compare with, so each point is checked against its own record ---
+
+_K_PART = re.compile(r"^k(\d+)\Z")
+
+
+def _family(name: str) -> str:
+    """A variant name without its ``-k<N>`` part: ``q17-k7`` -> ``q17`` (staged.variant_of, sweep.variants names)."""
+    return "-".join(part for part in name.split("-") if not _K_PART.match(part))
+
+
+def _own_problem(point: Point, folder: str) -> str | None:
+    """What a point's own record contradicts: its folder (point id) names its variant and load, and a
+    ``-k<N>`` part of the variant name is the k that ran."""
+    v = point.variant
+    parts = folder.split("-")
+    if not NAME.fullmatch(v.name):
+        return f"variant.name {v.name!r} is not a DNS label"
+    if not folder.startswith(f"{v.name}-") or point.load.label not in parts:
+        return f"run.json records variant {v.name} at load {point.load.label}, which point id {folder!r} does not name (mismatch)"
+    for part in v.name.split("-"):
+        found = _K_PART.match(part)
+        if found and int(found.group(1)) != int(v.k or 0):
+            return f"run.json records k={v.k}, its variant name {v.name} says k={found.group(1)} (mismatch)"
+    return None
+
+
+def check_grid(folders: Sequence[Folder], sweep_id: str) -> Verdict:
+    """The points a report may use when no configuration says what the sweep holds: each point's own
+    checks (_point_problem), its record against its point id, and one draft model per variant family
+    (``q17-k3`` .. ``q17-k9`` measured one draft: a point recording another is left out)."""
+    verdict, candidates = Verdict(), []
+    for folder in sorted(folders, key=lambda f: f.name):
+        # Damaged records within a point are skipped and counted by the reader (tests/test_damaged_runs.py): the rest is used.
+        problem = _point_problem(replace(folder, lost=()), sweep_id) or next(
+            (p for p in (_own_problem(pt, folder.name) for pt in folder.points) if p), None
+        )
+        if problem:
+            verdict.left_out.append((folder.name, problem))
+        else:
+            candidates.append(folder)
+    drafts: dict[str, Counter[str]] = {}
+    for folder in candidates:
+        for point in folder.points:
+            if point.variant.name != BASELINE:
+                drafts.setdefault(_family(point.variant.name), Counter())[point.variant.draft_model or ""] += 1
+    for folder in candidates:
+        odd = next((p for p in folder.points if p.variant.name != BASELINE and _odd_draft(p, drafts)), None)
+        if odd is not None:
+            usual = drafts[_family(odd.variant.name)].most_common(1)[0][0]
+            family = _family(odd.variant.name)
+            why = f"run.json records draft {odd.variant.draft_model or 'none'}; the other {family} points measured {usual} (mismatch)"
+            verdict.left_out.append((folder.name, why))
+        else:
+            verdict.used.extend(folder.points)
+    return verdict
+
+
+def _odd_draft(point: Point, drafts: Mapping[str, Counter[str]]) -> bool:
+    """A draft that fewer of its family's points recorded than another (a tie decides nothing)."""
+    counts = drafts[_family(point.variant.name)]
+    mine = counts[point.variant.draft_model or ""]
+    return any(n > mine for n in counts.values())

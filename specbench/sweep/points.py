@@ -71,12 +71,16 @@ def sweep_metadata(sweep_id: str, point: str, wave: int, variant: SweepVariant, 
     return {"sweep_id": sweep_id, "point_id": point, "wave": wave, "variant": variant.to_dict(), "load": load.to_dict()}
 
 
+def check_sweep_id(sweep_id: str, flag: str = "--sweep-id") -> str:
+    """A sweep id becomes part of Job names (charts/sweep.py) and S3 keys: a DNS label, else ValueError naming ``flag``."""
+    if not NAME.fullmatch(sweep_id):
+        raise ValueError(f"{flag} {echo(sweep_id)}: expected a DNS label (1-63 lowercase letters, digits or '-', starting with a letter)")
+    return sweep_id
+
+
 def parse_sweep_point(sweep_id: str, text: str) -> dict[str, Any]:
     """``--sweep-id`` and ``--sweep-point`` -> the run's ``sweep`` object; ValueError names the flag and what is wrong."""
-    if not NAME.fullmatch(sweep_id):
-        raise ValueError(
-            f"--sweep-id {echo(sweep_id)}: expected a DNS label (1-63 lowercase letters, digits or '-', starting with a letter)"
-        )
+    check_sweep_id(sweep_id)
     try:
         point = json.loads(text)
     except json.JSONDecodeError as error:
@@ -95,6 +99,8 @@ def parse_sweep_point(sweep_id: str, text: str) -> dict[str, Any]:
         raise ValueError('--sweep-point: variant must be {"name": text, "draft_model": text, "k": whole number, "method": text}')
     if not NAME.fullmatch(variant["name"]):
         raise ValueError(f"--sweep-point: variant.name {echo(variant['name'])} is not a DNS label")
+    if variant.get("k", 0) < 0:  # the baseline has none (0), a speculative variant proposes k >= 1 tokens per step
+        raise ValueError(f"--sweep-point: variant.k {variant['k']} is negative (allowed: 0 for the baseline, else a whole number >= 1)")
     if not isinstance(load, dict) or load.get("kind") not in LOAD_KINDS:
         raise ValueError(f"--sweep-point: load.kind must be one of {', '.join(LOAD_KINDS)}")
     value = load.get("value")

@@ -1,0 +1,348 @@
+"""The staged sweep's in-cluster controller (issue 36) against a loopback stand-in of the Kubernetes
+Jobs API: a driver "runs" each created stage Job by storing its points (a known truth, as
+tests/test_sweep_next.py) and marking it Complete. The controller ends with the decision
+``sweep next`` makes on the same points, never creates a stage twice, and continues after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from charts.sweep_control import NAME as CONTROL
+from charts.sweep_control import control_rbac
+from config.sweep_decision import decision_settings
+from specbench import cli
+from specbench.outputs import sweep_controller as controller
+from specbench.outputs.stage_job import STAGE_UNITS_ENV
+from specbench.results.store import LocalStore
+from specbench.sweep.jobs_api import JobsApi, JobsApiError, job_state
+from tests.sweep_data import store_points
+from tests.test_sweep_next import ALL, CONTEXT
+
+ROOT = Path(__file__).resolve().parents[1]
+NS, TOKEN, SWEEP = "specdecode", "t0ken", "sw"
+STAGE_ONE = {"q17-k7", "q06-k6"}  # config/sweep.py stage_one_variants for CONTEXT (test_sweep_next)
+COMPLETE = {"conditions": [{"type": "Complete", "status": "True"}]}
+
+
+def first_job() -> dict:
+    """Stage 1 as the API returns it: the CronJob's Job with the labels and selector the system adds."""
+    uid = {"batch.kubernetes.io/controller-uid": "u-1", "batch.kubernetes.io/job-name": SWEEP, "controller-uid": "u-1", "job-name": SWEEP}
+    sweep_id = {"name": "SWEEP_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": SWEEP, "namespace": NS, "uid": "u-1", "labels": {"app.kubernetes.io/name": "specbench-sweep", **uid}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 4,
+            "parallelism": 2,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "specbench-sweep", **uid}},
+                "spec": {"initContainers": [{"name": "vllm", "env": []}], "containers": [{"name": "client", "env": [sweep_id]}]},
+            },
+        },
+        "status": COMPLETE,
+    }
+
+
+class StandIn:
+    """Jobs API on 127.0.0.1: GET/POST of one namespace's Jobs, 409 AlreadyExists, 401 without the token."""
+
+    def __init__(self, store: LocalStore, catalogue: list[str], hold_posts: bool = False, ttl: bool = False):
+        self.jobs: dict[str, dict] = {SWEEP: first_job()}
+        self.created: list[str] = []
+        self.conflicts: list[str] = []
+        self.verbs: set[str] = set()  # the RBAC verbs the calls need (GET one Job: get; POST: create)
+        self.store, self.catalogue, self.hold_posts, self.ttl = store, catalogue, hold_posts, ttl
+        self.posted = threading.Event()
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorised(self, base: str) -> bool:
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}" or not self.path.startswith(base):
+                    self._send(401 if self.path.startswith(base) else 404, {"kind": "Status", "reason": "Unauthorized"})
+                    return False
+                return True
+
+            def do_GET(self):
+                stand_in.verbs.add("get")
+                base = f"/apis/batch/v1/namespaces/{NS}/jobs/"
+                if self._authorised(base):
+                    job = stand_in.jobs.get(self.path[len(base) :])
+                    if job and stand_in.ttl and job_state(job) == "complete":  # ttlSecondsAfterFinished: read once, then gone
+                        del stand_in.jobs[job["metadata"]["name"]]
+                    self._send(200, job) if job else self._send(404, {"kind": "Status", "reason": "NotFound"})
+
+            def do_POST(self):
+                stand_in.verbs.add("create")
+                if not self._authorised(f"/apis/batch/v1/namespaces/{NS}/jobs"):
+                    return
+                job = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                name = job["metadata"]["name"]
+                if name in stand_in.jobs:
+                    stand_in.conflicts.append(name)
+                    return self._send(409, {"kind": "Status", "reason": "AlreadyExists"})
+                assert "selector" not in job["spec"] and "status" not in job  # a real API server would refuse the copied selector
+                stand_in.jobs[name] = job
+                stand_in.created.append(name)
+                if stand_in.hold_posts:  # the Job exists (its pods not run yet); the controller is killed before it hears so
+                    stand_in.posted.set()
+                    return
+                stand_in.run(job)
+                self._send(201, job)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def run(self, job: dict) -> None:
+        """The driver: the stage's pods measure their units (catalogue index i -> variant i - 1) and finish."""
+        env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        names = {self.catalogue[int(i) - 1] for i in env[STAGE_UNITS_ENV].split(",")}
+        assert env["SWEEP_ID"] == SWEEP
+        store_points(self.store, SWEEP, [p for p in ALL if not p.variant.is_baseline and p.variant.name in names])
+        job["status"] = COMPLETE
+
+
+@pytest.fixture
+def settings():
+    args = cli.parser().parse_args(["sweep", "next", "--sweep-id", SWEEP, "--results", ".", *CONTEXT])
+    return decision_settings(cli.checkout_config(args), 0.0)
+
+
+def _stage_one(store: LocalStore) -> None:
+    store_points(store, SWEEP, [p for p in ALL if p.variant.is_baseline or p.variant.name in STAGE_ONE])
+
+
+def _sweep_next_docs(tmp_path: Path) -> list[dict]:
+    """``sweep next`` by hand: decide, store the proposed stage's points, again, to the end."""
+    store = LocalStore(tmp_path)
+    _stage_one(store)
+    docs = []
+    for _ in range(12):
+        code = cli.main(["sweep", "next", "--sweep-id", SWEEP, "--results", str(tmp_path), "--node-price-per-hour", "0", *CONTEXT])
+        assert code == 0
+        docs.append(json.loads((tmp_path / f"sweeps/{SWEEP}/stages/after-stage-{len(docs) + 1}.json").read_text()))
+        names = {v["name"] for v in docs[-1]["next_stage"]["variants"]}
+        if not names:
+            return docs
+        store_points(store, SWEEP, [p for p in ALL if p.variant.name in names])
+    raise AssertionError("sweep next did not finish")
+
+
+def _comparable(doc: dict) -> dict:
+    """A document without where it was stored (the command names the results folder)."""
+    return {**doc, "next_stage": {k: v for k, v in doc["next_stage"].items() if k != "command"}}
+
+
+def _stored_docs(root: Path) -> list[dict]:
+    files = sorted((root / f"sweeps/{SWEEP}/stages").glob("after-stage-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    return [json.loads(p.read_text()) for p in files]
+
+
+def _account(tmp_path: Path) -> Path:
+    account = tmp_path / "account"
+    account.mkdir()
+    (account / "token").write_text(TOKEN + "\n")
+    (account / "namespace").write_text(NS)
+    return account
+
+
+def test_the_settings_round_trip_into_the_inputs_sweep_next_decides_with(settings):
+    inputs = controller.inputs_from_settings(json.loads(json.dumps(settings)))
+    assert [v.name for v in inputs.variants][:2] == ["q17-k3", "q17-k4"] and inputs.slots == 2 and inputs.namespace == NS
+    assert {v.name for v in inputs.stage_one} == STAGE_ONE and inputs.objective.price_per_node_hour is None
+    for key, bad in (("slots", "2"), ("variants", []), ("objective", {"weights": {}})):
+        with pytest.raises(controller.ControlError, match=f"settings.{key}"):
+            controller.inputs_from_settings({**settings, key: bad})
+
+
+def test_the_controller_reaches_sweep_nexts_decision_creating_each_stage_once(tmp_path, settings):
+    expected = _sweep_next_docs(tmp_path / "by-hand")
+    store = LocalStore(tmp_path / "cluster")
+    _stage_one(store)
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]])
+    api = JobsApi(stand_in.url, NS, TOKEN)
+    lines: list[str] = []
+    outcome = controller.run(api, store, SWEEP, controller.inputs_from_settings(settings), poll_s=0.01, max_steps=200, log=lines.append)
+    assert outcome.state == controller.DONE, lines
+    got = _stored_docs(tmp_path / "cluster")
+    assert [_comparable(d) for d in got] == [_comparable(d) for d in expected] and len(got) >= 2
+    assert stand_in.created == [f"{SWEEP}-s{d['next_stage']['stage']}" for d in expected[:-1]] and not stand_in.conflicts
+    made = stand_in.jobs[f"{SWEEP}-s2"]
+    assert made["metadata"]["labels"] == {"app.kubernetes.io/name": "specbench-sweep"}  # the system's labels left to the system
+    assert made["spec"]["template"]["metadata"]["labels"] == {"app.kubernetes.io/name": "specbench-sweep"}
+    (role,) = [o for o in control_rbac(NS) if o["kind"] == "Role"]
+    assert stand_in.verbs <= set(role["rules"][0]["verbs"])  # the controller needs no more than its Role grants
+    # Run again on the finished sweep: nothing more is created.
+    assert (
+        controller.run(api, store, SWEEP, controller.inputs_from_settings(settings), poll_s=0.01, max_steps=5, log=lines.append).state
+        == "done"
+    )
+    assert len(stand_in.created) == len(expected) - 1
+
+
+def test_finished_jobs_deleted_by_their_ttl_neither_stop_nor_repeat_a_stage(tmp_path, settings):
+    expected = _sweep_next_docs(tmp_path / "by-hand")
+    store = LocalStore(tmp_path / "cluster")
+    _stage_one(store)
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]], ttl=True)
+    outcome = controller.run(
+        JobsApi(stand_in.url, NS, TOKEN), store, SWEEP, controller.inputs_from_settings(settings), poll_s=0.01, log=lambda _: None
+    )
+    assert outcome.state == controller.DONE, outcome.message
+    assert [_comparable(d) for d in _stored_docs(tmp_path / "cluster")] == [_comparable(d) for d in expected]
+    assert stand_in.created == [f"{SWEEP}-s{d['next_stage']['stage']}" for d in expected[:-1]] and SWEEP not in stand_in.jobs
+    assert json.loads(store.read_text(controller.template_key(SWEEP)))["metadata"]["uid"] == "u-1"  # stage 2 was made from it
+
+
+def test_the_budget_stops_the_sweep_before_a_stage_over_it(tmp_path, settings):
+    store = LocalStore(tmp_path)
+    _stage_one(store)
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]])
+    tight = {**settings, "budget_node_hours": settings["plan"]["stage_one"] + 1e-6}  # stage 1 fits, nothing more
+    outcome = controller.run(
+        JobsApi(stand_in.url, NS, TOKEN), store, SWEEP, controller.inputs_from_settings(tight), poll_s=0.01, log=lambda _: None
+    )
+    assert outcome.state == controller.BUDGET and "over sweep.budget_node_hours" in outcome.message
+    assert stand_in.created == [] and len(_stored_docs(tmp_path)) == 1
+
+
+def test_a_failed_stage_job_stops_the_controller(tmp_path, settings):
+    store = LocalStore(tmp_path)
+    store_points(store, SWEEP, [p for p in ALL if p.variant.is_baseline])  # stage 1's variants never stored
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]])
+    stand_in.jobs[SWEEP]["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    outcome = controller.run(
+        JobsApi(stand_in.url, NS, TOKEN), store, SWEEP, controller.inputs_from_settings(settings), poll_s=0.01, log=lambda _: None
+    )
+    assert outcome.state == controller.FAILED and f"Job {SWEEP} failed" in outcome.message and not _stored_docs(tmp_path)
+
+
+def test_the_api_client_speaks_the_jobs_api_and_keeps_the_token_off_plain_http(tmp_path):
+    stand_in = StandIn(LocalStore(tmp_path), ["a"])
+    assert job_state(JobsApi(stand_in.url, NS, TOKEN).get(SWEEP)) == "complete" and JobsApi(stand_in.url, NS, TOKEN).get("nope") is None
+    with pytest.raises(JobsApiError, match="401"):
+        JobsApi(stand_in.url, NS, "wrong").get(SWEEP)
+    assert JobsApi(stand_in.url, NS, TOKEN).create({"metadata": {"name": SWEEP}}) is False  # 409: already started
+    with pytest.raises(ValueError, match="--api-url"):
+        JobsApi("http://kubernetes.default.svc", NS, TOKEN)
+    assert job_state({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) == "running"
+
+
+def _controller(tmp_path: Path, stand_in: StandIn, settings_file: Path) -> subprocess.Popen:
+    argv = [
+        *("--sweep-id", SWEEP, "--results", str(tmp_path / "cluster"), "--settings", str(settings_file)),
+        *("--api-url", stand_in.url, "--account", str(tmp_path / "account"), "--poll-seconds", "0.05", "--max-steps", "400"),
+    ]
+    code = "import sys; from specbench.outputs.sweep_controller import main_control; sys.exit(main_control(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_sigkill_between_any_two_steps_and_inside_a_create_loses_nothing_and_repeats_nothing(tmp_path, settings):
+    expected = _sweep_next_docs(tmp_path / "by-hand")
+    store = LocalStore(tmp_path / "cluster")
+    _stage_one(store)
+    _account(tmp_path)
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(json.dumps({"sweep_decision": settings}))
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]])
+    kills, finished, did = 0, None, []
+    for _ in range(40):  # each run is killed right after its first step: a kill between every pair of steps
+        process = _controller(tmp_path, stand_in, settings_file)
+        line = process.stdout.readline()
+        if line.startswith("sweep control: ") and "every decision is made" not in line:
+            process.send_signal(signal.SIGKILL)
+            kills += 1
+            did.append(line.split(": ", 1)[1].split(":")[0].strip())
+        process.wait(timeout=60)
+        if process.returncode == 0:
+            finished = process
+            break
+        assert process.returncode == -signal.SIGKILL, process.stderr.read()
+    # decide after stage 1, create stage 2's Job, decide after it, ...: every step once, then done
+    assert finished is not None and kills == 2 * len(expected) - 1, did
+    assert did[:2] == ["decided after stage 1", f"created job {SWEEP}-s2 (stage 2)"]
+    assert [_comparable(d) for d in _stored_docs(tmp_path / "cluster")] == [_comparable(d) for d in expected]
+    assert stand_in.created == [f"{SWEEP}-s{d['next_stage']['stage']}" for d in expected[:-1]]
+
+
+def test_sigkill_while_the_create_is_in_flight(tmp_path, settings):
+    store = LocalStore(tmp_path / "cluster")
+    _stage_one(store)
+    _account(tmp_path)
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(json.dumps(settings))
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]], hold_posts=True)
+    process = _controller(tmp_path, stand_in, settings_file)
+    assert stand_in.posted.wait(60), process.stderr.read() if process.poll() is not None else "no POST"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    stand_in.hold_posts = False
+    again = _controller(tmp_path, stand_in, settings_file)
+    assert again.stdout.readline().strip() == f"sweep control: waiting for job {SWEEP}-s2 (stage 2)"  # found, not created again
+    stand_in.run(stand_in.jobs[f"{SWEEP}-s2"])  # its pods run and store their points
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert stand_in.created == [f"{SWEEP}-s2"] and not stand_in.conflicts
+    assert "every decision is made" in out
+
+
+def test_the_controllers_role_grants_create_and_read_of_jobs_in_its_namespace_only():
+    account, role, binding = control_rbac(NS)
+    assert account == {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account["metadata"]}
+    assert account["metadata"]["name"] == CONTROL and account["metadata"]["namespace"] == NS
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == NS  # a Role: this namespace, never a ClusterRole
+    assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROL}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": CONTROL, "namespace": NS}]
+    assert binding["metadata"]["namespace"] == NS
+
+
+def test_bad_settings_or_flags_are_one_line_and_exit_2(tmp_path, settings, capsys):
+    _account(tmp_path)
+    bad = tmp_path / "settings.json"
+    bad.write_text(json.dumps({"sweep_decision": {**settings, "slots": "2"}}))
+    common = ["--sweep-id", SWEEP, "--results", str(tmp_path), "--account", str(tmp_path / "account"), "--api-url", "http://127.0.0.1:9"]
+    assert controller.main_control([*common, "--settings", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specbench: sweep control: settings.slots: expected int") and err.count("\n") == 1
+    assert controller.main_control([*common, "--settings", str(tmp_path / "none.json")]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        controller.main_control([*common, "--settings", str(bad), "--poll-seconds", "0"])
+    assert exit_.value.code == 2 and "--poll-seconds" in capsys.readouterr().err
+
+
+def test_the_controller_runs_on_the_pods_code_alone():
+    """The pod has the package and its requirements, no config/ and no report libraries."""
+    code = (
+        "import sys; import specbench.outputs.sweep_controller, specbench.outputs.sweep_report; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('config', 'matplotlib', 'numpy', 'charts')); "
+        "sys.exit(', '.join(bad) or None)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
