@@ -1072,9 +1072,17 @@ def command_predict(args: argparse.Namespace) -> int:
         loads = args.loads or default_loads(deployment.max_num_seqs)
         acceptance = out.acceptance_table(out.parse_acceptance(args.acceptance), "assumed")
         if args.from_run:
-            _, points, described = run_points(args.from_run, "--from-run")
+            recorded, points, described = run_points(args.from_run, "--from-run")
             if described:  # where each endpoint's role was read (roles.describe_roles)
                 print(f"--from-run {args.from_run}: {described}", file=sys.stderr)
+            notes: list[str] = []
+            print(
+                "\n".join(
+                    out.from_run_carry_over(
+                        out.run_deployment(recorded, f"--from-run {args.from_run}", deployment, notes), deployment, args.from_run
+                    )
+                )
+            )
             acceptance.update(out.acceptance_table(measured_acceptance(points, "--from-run", args.from_run), f"run {args.from_run}"))
         if args.from_sweep is not None:  # given, even empty: an empty id is refused, not ignored
             results = open_store(args.results or "results", args.region)

@@ -169,3 +169,17 @@ def test_publish_refuses_a_damaged_run_json_before_sending_anything(tmp_path, mo
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "run.json" in err and why in err and "nothing was sent" in err
     assert sent == []
+
+
+def test_from_run_on_another_deployment_says_what_carries_over_and_refuses_another_target():
+    """--from-run of a run measured at TP 16, predicting TP 32: the difference is named and only the
+    acceptance is said to carry over; a run of another target is refused (its acceptance is not this one's)."""
+    from specbench.analysis import serving_model as sm
+    from specbench.outputs import prediction as out
+
+    predicted = sm.Deployment()
+    assert out.from_run_carry_over(sm.Deployment(), predicted, "r") == []
+    (line,) = out.from_run_carry_over(sm.Deployment(tensor_parallel_size=16), predicted, "r")
+    assert "--from-run r" in line and "tensor_parallel_size 16 (predicted at 32)" in line and "acceptance" in line
+    with pytest.raises(ValueError, match=r"--from-run r: it measured target Qwen/Qwen3-1.7B"):
+        out.from_run_carry_over(sm.Deployment(target="Qwen/Qwen3-1.7B"), predicted, "r")

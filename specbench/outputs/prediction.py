@@ -105,6 +105,29 @@ def run_deployment(run: Mapping[str, Any], where: str, local: sm.Deployment, not
         raise ValueError(f"{where}: its recorded deployment is not one the model knows: {error}") from None
 
 
+def from_run_carry_over(measured: sm.Deployment, predicted: sm.Deployment, run: str) -> list[str]:
+    """What ``--from-run`` takes from a run measured on another deployment: only the acceptance, which
+    depends on the target, the draft and the prompts (the draft's proposals are checked against the
+    target's own greedy tokens), not on TP, LNC, batch or node. Another target makes it meaningless:
+    ValueError naming the flag. Lines to print (none when the deployments agree)."""
+    if measured.target != predicted.target:
+        raise ValueError(
+            f"--from-run {run}: it measured target {measured.target}, the prediction is for {predicted.target}: "
+            "its acceptance does not carry over (predict that target with -c serving.target_model=..., or pass --acceptance)"
+        )
+    differ = [
+        f"{name} {getattr(measured, name)} (predicted at {getattr(predicted, name)})"
+        for name in ("tensor_parallel_size", "lnc", "max_num_seqs", "node_type")
+        if getattr(measured, name) != getattr(predicted, name)
+    ]
+    if not differ:
+        return []
+    return [
+        f"--from-run {run}: measured at {', '.join(differ)}: only its acceptance is used, which carries over "
+        "(it depends on the target, draft and prompts, not on these); no latency of the run enters the prediction"
+    ]
+
+
 def parse_acceptance(items: Iterable[str]) -> dict[str, float]:
     """``--acceptance CLASS=A`` flags: per-token acceptance a in [0, 1] per prompt class."""
     found = {}
