@@ -815,21 +815,21 @@ def _sweep_at(src: Path, dst: Path, sweep_id: str) -> None:
         _edit_json(target / point.name / "run.json", lambda r: r["sweep"].update(sweep_id=sweep_id))
 
 
+def _fixture_step(what: str, args: list[str], tree: Path, env: dict[str, str], timeout_s: int) -> str:
+    """Run one fixture-making command of the measured tree (at nice 10); its stdout, or RuntimeError."""
+    done = subprocess.run(["nice", "-n", "10", *args], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout
+
+
 def build_fixtures(tree: Path, python: str, fx: Path, env: dict[str, str], log) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """Every fixture under ``fx``; the emulator's two ports (it keeps running for the run cases)."""
     fx.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["nice", "-n", "10", python, "-c", BUILDER, str(fx), json.dumps(SWEEP_CTX)],
-        cwd=tree,
-        env={**env, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    built = _fixture_step(
+        "fixture builder", [python, "-c", BUILDER, str(fx), json.dumps(SWEEP_CTX)], tree, {**env, "PYTHONPATH": str(tree)}, 300
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"fixture builder failed: {done.stderr[-2000:]}")
-    deployment = json.loads(done.stdout.strip().splitlines()[-1])
+    deployment = json.loads(built.strip().splitlines()[-1])
     runs = fx / "runs"
     # Runs with settings that are not the local ones, with damaged or odd files.
     _write(fx / "settings/good.json", json.dumps(deployment))
@@ -887,11 +887,9 @@ def build_fixtures(tree: Path, python: str, fx: Path, env: dict[str, str], log) 
     )
     _write(stages / "stage-string.json", json.dumps({**doc, "next_stage": {**nxt, "stage": "2; rm -rf /"}}))
     # Profiles: a real one (the tree's own --calibrate writeup), then damaged copies.
-    prof = subprocess.run(
+    _fixture_step(
+        "profile fixture",
         [
-            "nice",
-            "-n",
-            "10",
             python,
             "-m",
             "specbench",
@@ -901,15 +899,10 @@ def build_fixtures(tree: Path, python: str, fx: Path, env: dict[str, str], log) 
             "--save-profile",
             str(fx / "profiles/good.json"),
         ],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        tree,
+        env,
+        120,
     )
-    if prof.returncode != 0:
-        raise RuntimeError(f"profile fixture failed: {prof.stderr[-1000:]}")
     good = json.loads((fx / "profiles/good.json").read_text(encoding="utf-8"))
     _write(fx / "profiles/garbled.json", '{"format": ')
     _write(fx / "profiles/list.json", "[]")
@@ -981,11 +974,9 @@ def build_fixtures(tree: Path, python: str, fx: Path, env: dict[str, str], log) 
             ("one", ["--concurrency", "1", "--settings", str(fx / "settings/good.json")]),
             ("tp16", ["--concurrency", "1", "--concurrency", "4", "--settings", str(fx / "settings/tp16.json")]),
         ):
-            done = subprocess.run(
+            _fixture_step(
+                f"emulated run {run_id}",
                 [
-                    "nice",
-                    "-n",
-                    "10",
                     python,
                     "-m",
                     "specbench",
@@ -998,15 +989,10 @@ def build_fixtures(tree: Path, python: str, fx: Path, env: dict[str, str], log) 
                     "--run-id",
                     run_id,
                 ],
-                cwd=tree,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
+                tree,
+                env,
+                300,
             )
-            if done.returncode != 0:
-                raise RuntimeError(f"emulated run {run_id} failed ({done.returncode}): {done.stderr[-1000:]}")
             log(f"fixture run {run_id} stored")
     except BaseException:
         os.killpg(emulator.pid, 15)

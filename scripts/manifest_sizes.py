@@ -3,7 +3,7 @@
     python scripts/manifest_sizes.py [CDK_OUT]     (make manifest-sizes: synthesizes first)
 
 The kubectl provider passes a manifest to its Lambda inline, and an update sends the old and the new
-one in the same event: 256 KiB of payload (/work/shared/REFERENCE.md section 3, aws/aws-cdk issues
+one in the same event: 256 KiB of payload (REFERENCE.md section 3, aws/aws-cdk issues
 19165 and 31902), so each manifest gets a quarter of it. Exit 1 when one is over; 2 when there is no
 synthesized template to read. No code rides in a manifest (the pods fetch theirs from S3), so these
 sizes do not grow with the package (tests/test_code_asset.py).

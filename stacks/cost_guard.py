@@ -30,7 +30,7 @@ from constructs import Construct
 from config import layout
 
 from .nag import acknowledge
-from .results import PUBLISH_MARKER, schedule_expression
+from .results import PUBLISH_MARKER, run_published, schedule_expression
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambdas" / "cost_guard"
 
@@ -145,14 +145,7 @@ class CostGuard(Construct):
                 self,
                 "OnRunPublished",
                 description=f"Scale the Neuron nodes to 0 once a benchmark run has written its {PUBLISH_MARKER}",
-                event_pattern=events.EventPattern(
-                    source=["aws.s3"],
-                    detail_type=["Object Created"],
-                    detail={
-                        "bucket": {"name": [props.bucket.bucket_name]},
-                        "object": {"key": events.Match.wildcard(f"{layout.RESULTS_PREFIX}*/{PUBLISH_MARKER}")},
-                    },
-                ),
+                event_pattern=run_published(props.bucket),
                 targets=[target],
             )
         acknowledge(

@@ -34,6 +34,21 @@ from .nag import acknowledge, wildcard_finding
 
 # The object a benchmark run writes last; its creation triggers an aggregation.
 PUBLISH_MARKER = "publish.json"
+
+
+def run_published(bucket: s3.IBucket) -> events.EventPattern:
+    """S3's EventBridge event for a benchmark run's publish.json landing in ``bucket`` (the aggregation
+    Lambda and the cost guard both start from it)."""
+    return events.EventPattern(
+        source=["aws.s3"],
+        detail_type=["Object Created"],
+        detail={
+            "bucket": {"name": [bucket.bucket_name]},
+            "object": {"key": events.Match.wildcard(f"{layout.RESULTS_PREFIX}*/{PUBLISH_MARKER}")},
+        },
+    )
+
+
 # The per-run summary the Lambda writes (an S3 event on it matches no rule, so no loop).
 AGGREGATE_OBJECT = "aggregate.json"
 
@@ -189,14 +204,7 @@ class ResultsDashboard(Construct):
             self,
             "OnRunPublished",
             description=f"Aggregate as soon as a benchmark run writes its {PUBLISH_MARKER}",
-            event_pattern=events.EventPattern(
-                source=["aws.s3"],
-                detail_type=["Object Created"],
-                detail={
-                    "bucket": {"name": [props.bucket.bucket_name]},
-                    "object": {"key": events.Match.wildcard(f"{layout.RESULTS_PREFIX}*/{PUBLISH_MARKER}")},
-                },
-            ),
+            event_pattern=run_published(props.bucket),
             targets=[target],
         )
 

@@ -7,7 +7,6 @@ import functools
 import hashlib
 import http.server
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from specbench.prompts import datasets
 from specbench.prompts.suite import SuiteError, load_suite, parse_suite
 from specbench.results.records import read_jsonl
 from specbench.results.store import LocalStore, RunStore
+from tests.loopback import serve
 from tests.runs import emulated_run_args
 
 FIXTURE = Path(__file__).parents[1] / "specbench" / "prompts" / "fixtures" / "classes.jsonl"
@@ -52,17 +52,8 @@ def loopback_hub(root: Path):
     (folder / "classes.jsonl").write_bytes(FIXTURE.read_bytes())
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    # serve_forever polls for shutdown() every poll_interval seconds, 0.5 by default, and shutdown()
-    # waits for that poll (https://docs.python.org/3/library/socketserver.html#socketserver.BaseServer.serve_forever):
-    # a short interval ends each test without half a second of idle.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(handler) as url:
+        yield url
 
 
 def test_the_offline_suite_draws_the_same_pinned_sample_every_time():

@@ -22,11 +22,10 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import urllib.request
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
 import boto3
@@ -38,6 +37,7 @@ from specbench.aws_retry import Retrier
 from specbench.preflight import account, checks, target
 from specbench.preflight.checks import FAILED, PASSED, WARNING
 from tests import moto_aws
+from tests.loopback import serve
 
 # One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
 # one of these tests pays moto's first calls: moto importing its CloudFormation, EC2 and SSM
@@ -908,13 +908,9 @@ class FakeEksAndQuotas(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_eks():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEksAndQuotas)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     FakeEksAndQuotas.state = {"k8s_status": "STANDARD_SUPPORT"}
-    yield f"http://127.0.0.1:{server.server_address[1]}", FakeEksAndQuotas.state
-    server.shutdown()
-    server.server_close()
+    with serve(FakeEksAndQuotas) as url:
+        yield url, FakeEksAndQuotas.state
 
 
 def preflight(moto_url: str, fake_url: str, *args: str, cdk_out=None) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import boto3
 import pytest
@@ -29,6 +29,7 @@ from specbench.aws_retry import Retrier
 from specbench.preflight import account, checks, commands, target
 from specbench.preflight.checks import FAILED, PASSED, WARNING
 from tests import test_preflight
+from tests.loopback import serve
 from tests.test_preflight import (
     MOTO_ACCOUNT,
     NO_SLEEP,
@@ -261,12 +262,8 @@ class CaptivePortal(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def portal():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), CaptivePortal)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(CaptivePortal) as url:
+        yield url
 
 
 @pytest.mark.parametrize("kind", ["html", "text"])
