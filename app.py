@@ -19,8 +19,8 @@ from typing import Any
 
 from config import ConfigError, load_config
 from config.cost import node_price
-from config.sweep import SWEEP_START, plan_text
 from config.sweep import enabled as sweep_enabled
+from config.sweep import plan_text, start_text
 from config.validate import config_warnings
 
 ROOT = Path(__file__).resolve().parent
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     for line in config_warnings(config):
         print(f"config warning: {line}", file=sys.stderr)
     if sweep_enabled(config):
-        print(f"{plan_text(config, node_price(config)[0])}\n{SWEEP_START}", file=sys.stderr)
+        print(f"{plan_text(config, node_price(config)[0])}\n{start_text(config)}", file=sys.stderr)
     app_class = _lazy("App")
     app = app_class() if under_cli else app_class(context=context, outdir=args.outdir)
     _lazy("build_app")(app, config)

@@ -6,7 +6,7 @@
 NAME is the ``DataBucketName`` output of the SpecDecodeData stack; the configuration comes from
 cdk.json's context and ``-c`` overrides, as for synth. The pods' code is not in the YAML: the
 ``specbench`` zip is written beside it, and its pods fetch it from ``s3://NAME/results/code/`` (which
-the benchmark role reads): upload it there first (the command is printed).
+the benchmark role and the model-cache Job's role read): upload it there first (the command is printed).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def write_dist(config, bucket_name: str, outdir: Path) -> list[Path]:
     plan = serving_plan(config, bucket_name)
     bench = benchmark_spec(config, plan)
     bench = replace(bench, code_bucket=bucket_name, code_key=code_key(bench.bundle))
+    # The model-cache Job fetches the same zip (its role may get that key: stacks/serving.py).
+    plan = replace(plan, model_cache=replace(plan.model_cache, code_bucket=bucket_name, code_key=code_key(plan.model_cache.bundle)))
     serving_charts(app, plan, bench, sweep_spec(config, plan, bench) if sweep_enabled(config) else None)
     app.synth()
     (outdir / BUNDLE).write_bytes(bench.bundle)

@@ -6,16 +6,19 @@ starting when a fact contradicts what the project assumes.
   pending pods of equal priority by creation time, places it first): a probe container in the serving
   image, placed as ``sweep.pod_layout`` places the server (a regular container, or a native sidecar)
   and asking for the sweep pod's devices, with every capability dropped and the RuntimeDefault seccomp
-  profile like the vLLM containers, runs ``scripts/hardware_facts.py collect`` (``neuron-ls``, the
+  profile like the vLLM containers, runs ``specbench.hardware.facts collect`` (``neuron-ls``, the
   driver, runtime and tools versions, ``/dev/neuron*`` seen and openable, the node's device count),
   and writes the facts with their verdict to an in-memory emptyDir; an uploader in the AWS CLI image
   (non-root, read-only root) copies them to ``results/hardware-facts/<node>.json`` with the benchmark's
   Pod Identity role (it writes ``results/``), as the sweep pods write their runs.
 - The gate, two init containers of every sweep pod after the model-cache wait: the AWS CLI image
   copies ``results/hardware-facts/`` (waiting up to ``GATE_WAIT_MINUTES`` for the Job), then the
-  benchmark image runs ``scripts/hardware_facts.py check``, which prints one line per contradicting
+  benchmark image runs ``specbench.hardware.facts check``, which prints one line per contradicting
   fact and exits ``MISMATCH`` (or ``NO_FACTS``); the sweep Job's pod failure policy turns either into
   ``FailJob``, so the sweep stops at once instead of failing hours later.
+
+Both run that module from the code asset, fetched and checked by the pod's ``fetch-code`` init
+container (charts/code.py), which the Job takes from the sweep pod it mirrors.
 """
 
 from __future__ import annotations
@@ -23,18 +26,18 @@ from __future__ import annotations
 from typing import Any
 
 from config import capacity
+from specbench.hardware.facts import MISMATCH, NO_FACTS  # the check's exit codes: FailJob's
 
+from . import code
 from .objects import guaranteed, metadata
 from .security import NON_ROOT_UID, container_security
 
 NAME = "hardware-facts"
 LABELS = {"app.kubernetes.io/name": NAME}
 PREFIX = "hardware-facts/"  # under the results prefix
-SCRIPT = "hardware_facts.py"
+MODULE = "specbench.hardware.facts"  # run from the code asset (charts/code.py)
 FACTS_MOUNT = "/facts"
 SCRATCH = "/scratch"
-# charts/scripts/hardware_facts.py MISMATCH and NO_FACTS (tests/test_hardware_facts.py keeps them equal).
-MISMATCH, NO_FACTS = 4, 5
 GATE_WAIT_MINUTES = 60
 GATE_POLL_SECONDS = 30
 FETCH, CHECK = "fetch-hardware-facts", "check-hardware-facts"
@@ -72,23 +75,21 @@ def facts_job(
     pod: dict[str, Any],
     server: dict[str, Any],
     sidecar: bool,
-    config_map: str,
-    script_mount: str,
     aws_cli_image: str,
     region: str,
     results_uri: str,
     expect: list[str],
 ) -> dict[str, Any]:
-    """The Job. ``pod`` is the sweep pod (its placement, scheduler, account and pod security are
-    reused); ``server`` its vLLM container (its image and Neuron device request are reused)."""
+    """The Job. ``pod`` is the sweep pod (its placement, scheduler, account, pod security and code
+    fetch are reused); ``server`` its vLLM container (its image and Neuron device request are reused)."""
     neuron = {k: v for k, v in server["resources"]["limits"].items() if k.startswith("aws.amazon.com/")}
     layout = "sidecar" if sidecar else "server-container"
     probe: dict[str, Any] = {
         "name": "probe",
         "image": server["image"],
-        "command": [
+        "command": code.run_module(
             "python3",
-            f"{script_mount}/{SCRIPT}",
+            MODULE,
             "collect",
             *expect,
             "--node",
@@ -98,16 +99,17 @@ def facts_job(
             "--out",
             f"{FACTS_MOUNT}/facts.json",
             *(["--then-wait"] if sidecar else []),
-        ],
+        ),
         "env": [NODE_ENV, *[e for e in server.get("env", []) if e["name"] == "NEURON_LOGICAL_NC_CONFIG"]],
         "resources": guaranteed(f"{PROBE_RESOURCES.cpu_millis}m", f"{PROBE_RESOURCES.memory_mib}Mi", **neuron),
         # As the vLLM containers run: the image's root user, every capability dropped, no privilege
         # escalation; the pod's RuntimeDefault seccomp profile. The question is what such a container sees.
         "securityContext": server["securityContext"],
-        "volumeMounts": [{"name": "facts", "mountPath": FACTS_MOUNT}, {"name": "script", "mountPath": script_mount, "readOnly": True}],
+        "volumeMounts": [{"name": "facts", "mountPath": FACTS_MOUNT}, code.mount()],
     }
     if sidecar:
         probe["restartPolicy"] = "Always"
+    (fetch,) = [c for c in pod["initContainers"] if c["name"] == code.FETCH_CONTAINER]
     wait = int(GATE_WAIT_MINUTES * 60 / 2)
     upload = _aws_cli(
         "upload",
@@ -136,16 +138,15 @@ def facts_job(
         restartPolicy="Never",
         # Pending time counts: a Job that found no free devices in this time fails, and the gate says so.
         activeDeadlineSeconds=GATE_WAIT_MINUTES * 60,
-        initContainers=[probe] if sidecar else [],
+        # The code first, then (sidecar layout) the probe as a native sidecar.
+        initContainers=[fetch, probe] if sidecar else [fetch],
         containers=[upload] if sidecar else [probe, upload],
         volumes=[
             {"name": "facts", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
             {"name": "upload-scratch", "emptyDir": {"sizeLimit": "64Mi"}},
-            {"name": "script", "configMap": {"name": config_map}},
+            *code.volumes(),
         ],
     )
-    if not sidecar:
-        spec.pop("initContainers")
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -154,8 +155,9 @@ def facts_job(
     }
 
 
-def gate(check_image: str, aws_cli_image: str, region: str, results_uri: str, script_mount: str, expect: list[str]) -> list[dict[str, Any]]:
-    """The sweep pod's two init containers; the volumes they need are ``gate_volumes()``."""
+def gate(check_image: str, aws_cli_image: str, region: str, results_uri: str, expect: list[str]) -> list[dict[str, Any]]:
+    """The sweep pod's two init containers, after its code fetch (the check runs the fetched code);
+    the volumes they need are ``gate_volumes()`` and charts/code.py ``volumes()``."""
     tries = GATE_WAIT_MINUTES * 60 // GATE_POLL_SECONDS
     fetch = _aws_cli(
         FETCH,
@@ -172,7 +174,7 @@ def gate(check_image: str, aws_cli_image: str, region: str, results_uri: str, sc
     check = {
         "name": CHECK,
         "image": check_image,
-        "command": ["python", f"{script_mount}/{SCRIPT}", "check", *expect, "/gate"],
+        "command": code.run_module("python", MODULE, "check", *expect, "/gate"),
         "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "resources": guaranteed("100m", "128Mi"),
         "securityContext": container_security(
@@ -180,7 +182,7 @@ def gate(check_image: str, aws_cli_image: str, region: str, results_uri: str, sc
         ),
         "volumeMounts": [
             {"name": "gate", "mountPath": "/gate", "readOnly": True},
-            {"name": "sweep", "mountPath": script_mount, "readOnly": True},
+            code.mount(),
         ],
     }
     return [fetch, check]

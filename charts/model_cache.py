@@ -4,22 +4,27 @@
   weights, ``neuron-artifacts/`` for compiled Neuron graphs. They survive pod restarts and node
   replacement, so a restart neither re-downloads the weights nor recompiles;
 - a Job that copies the weights from the Hugging Face Hub into ``models/`` once (skipped when
-  already complete), optionally with a token read from Secrets Manager.
+  already complete), optionally with a token read from Secrets Manager. Its code
+  (specbench/model_cache/fill.py) comes from the code asset, fetched and checked by an init container
+  (charts/code.py), never from a ConfigMap.
 
 The Mountpoint CSI driver authenticates with its own Pod Identity role (the data stack's
-model-cache role), so no workload here holds S3 credentials.
+model-cache role), so no workload here holds bucket credentials; the Job's service account may only
+get the code object (and read the token secret, when one is set: stacks/serving.py).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import hashlib
 from typing import Any
 
 import cdk8s
 from constructs import Construct
 
 from config import capacity, layout
+from specbench.model_cache.fill import HEAD_MISMATCH
 
+from . import code
 from .network import network_policies
 from .objects import add_objects, claim_volume, guaranteed, metadata, neuron_placement
 from .security import container_security, namespace, pod_security
@@ -28,8 +33,7 @@ from .spec import ModelCacheSpec, model_path, settings_hash
 MODELS_CLAIM = "model-weights"
 ARTIFACTS_CLAIM = "neuron-artifacts"
 SERVICE_ACCOUNT = "model-cache"
-SCRIPT = Path(__file__).with_name("scripts") / "fill_model_cache.py"
-SCRIPT_MOUNT = "/opt/specdecode"
+FILL_MODULE = "specbench.model_cache.fill"  # run from the code asset (charts/code.py)
 TOKEN_DIR = "/var/run/secrets/huggingface"
 # The Job runs as a plain user (no passwd entry) on a read-only root filesystem: HOME, temporary
 # files and the Hugging Face cache are on the scratch emptyDir, which exists and is writable
@@ -78,8 +82,8 @@ def bucket_volume(spec: ModelCacheSpec, claim: str, prefix: str) -> tuple[dict[s
     return pv, pvc
 
 
-# charts/scripts/fill_model_cache.py HEAD_MISMATCH (tests/test_model_cache_script.py keeps them equal).
-HEAD_MISMATCH_EXIT_CODE = 3
+# The fill's exit code for a head that cannot pair with the target (not retried).
+HEAD_MISMATCH_EXIT_CODE = HEAD_MISMATCH
 
 
 def head_mismatch_rule() -> dict[str, Any]:
@@ -88,8 +92,10 @@ def head_mismatch_rule() -> dict[str, Any]:
 
 def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     """The Job that fills models/. Its name carries a hash of what it does: a Job's pod template is
-    immutable, so a changed model list or image creates a new Job (the old one is pruned)."""
-    job_settings = {"image": spec.image, "models": list(spec.models), "token": spec.hf_token_secret_arn}
+    immutable, so a changed model list, image or code creates a new Job (the old one is pruned; a new
+    Job over a complete cache only lists the Hub's files and skips every model)."""
+    sha256 = hashlib.sha256(spec.bundle).hexdigest()
+    job_settings = {"image": spec.image, "models": list(spec.models), "token": spec.hf_token_secret_arn, "code": sha256}
     if spec.eagle3_heads:  # only then: the reference plan's Job keeps its name
         job_settings["eagle3_heads"] = list(spec.eagle3_heads)
     heads = [arg for head in spec.eagle3_heads for arg in ("--eagle3-head", head)]
@@ -99,7 +105,7 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "fill",
         "image": spec.image,
-        "command": ["python3", f"{SCRIPT_MOUNT}/{SCRIPT.name}", "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *heads, *spec.models],
+        "command": code.run_module("python3", FILL_MODULE, "--dest", layout.MODELS_MOUNT, "--scratch", SCRATCH, *heads, *spec.models),
         "env": [
             {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
             *SCRATCH_ENV,
@@ -111,14 +117,14 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         "volumeMounts": [
             {"name": "models", "mountPath": layout.MODELS_MOUNT},
             {"name": "scratch", "mountPath": SCRATCH},
-            {"name": "script", "mountPath": SCRIPT_MOUNT, "readOnly": True},
+            code.mount(),
         ],
     }
     volumes: list[dict[str, Any]] = [
         claim_volume("models", MODELS_CLAIM),
         # One weight shard at a time (Qwen3-32B's are ~4 GB) on the node's root volume.
         {"name": "scratch", "emptyDir": {"sizeLimit": "64Gi"}},
-        {"name": "script", "configMap": {"name": "model-cache-script"}},
+        *code.volumes(),
     ]
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
@@ -127,6 +133,8 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         # volume is writable through its group (security.BUCKET_GROUP).
         "securityContext": pod_security(run_as_non_root=True),
         **neuron_placement(spec.instance_type),
+        # The code first: a missing or altered asset stops the pod before anything runs.
+        "initContainers": [code.fetch_container(spec.aws_cli_image, spec.code_bucket, spec.code_key, sha256, spec.region)],
         "containers": [container],
         "volumes": volumes,
     }
@@ -136,7 +144,7 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
         container["env"].append({"name": "HF_TOKEN_PATH", "value": f"{TOKEN_DIR}/token"})
         container["volumeMounts"].append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
         volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
-        pod_spec["initContainers"] = [
+        pod_spec["initContainers"].append(
             {
                 "name": "read-hf-token",
                 "image": spec.aws_cli_image,
@@ -154,7 +162,7 @@ def fill_job(spec: ModelCacheSpec) -> dict[str, Any]:
                 "securityContext": container_security(readOnlyRootFilesystem=True),
                 "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}, {"name": "scratch", "mountPath": SCRATCH}],
             }
-        ]
+        )
     else:
         pod_spec["automountServiceAccountToken"] = False
     return {
@@ -191,12 +199,6 @@ def model_cache_objects(spec: ModelCacheSpec) -> tuple[dict[str, Any], ...]:
             "kind": "ServiceAccount",
             "metadata": metadata(SERVICE_ACCOUNT, spec.namespace),
             "automountServiceAccountToken": False,
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": metadata("model-cache-script", spec.namespace),
-            "data": {SCRIPT.name: SCRIPT.read_text()},
         },
         fill_job(spec),
     )

@@ -1,5 +1,7 @@
 """NetworkPolicies of the serving namespace: only the benchmark (and any pod that opts in with the
-client label) reaches the vLLM pods, and no pod reaches the node's instance metadata (IMDS).
+client label) reaches the vLLM pods, and no pod reaches the node's instance metadata (IMDS); the
+staged sweep's controller, the one pod that calls the Kubernetes API, reaches only DNS, HTTPS and
+the Pod Identity agent (``sweep_control_egress``).
 
 Enforced by the VPC CNI's network policy agent once the ``vpc-cni`` add-on runs with
 ``enableNetworkPolicy`` (stacks/addons). What that agent does beyond the Kubernetes API, and this
@@ -40,6 +42,19 @@ CLIENT_LABEL = "specdecode/endpoint-client"
 CLIENT_LABELS = {CLIENT_LABEL: "true"}
 # The label every vLLM pod carries (charts.spec.instance_labels).
 SERVING_POD_LABELS = {"app.kubernetes.io/name": "vllm"}
+# The staged sweep's controller (charts/sweep_control.py): the one pod of the namespace that talks to
+# the Kubernetes API, so its egress is its own policy's (``sweep_control_egress``), not the
+# namespace-wide one's.
+SWEEP_CONTROL = "specbench-sweep-control"
+SWEEP_CONTROL_LABELS = {"app.kubernetes.io/name": SWEEP_CONTROL}
+# The cluster DNS: CoreDNS's pods in kube-system carry k8s-app=kube-dns, as does the kube-dns Service's
+# selector (an EKS policy allowing DNS this way: aws/aws-network-policy-agent issue 108). The control
+# plane labels every namespace kubernetes.io/metadata.name=<name> (kubernetes.io/docs/concepts/
+# services-networking/network-policies/, "Targeting a Namespace by its name").
+CLUSTER_DNS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
 
 # EC2 instance metadata (IMDS), IPv4 and IPv6 (the IPv6 endpoint exists on Nitro instances when
 # enabled): https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html
@@ -81,13 +96,16 @@ def egress_without_imds(namespace: str) -> dict[str, Any]:
     """Every pod may reach anything (DNS, the services, S3, Secrets Manager, the Hugging Face Hub,
     PyPI, the Pod Identity agent) except the node's instance metadata, where the node role's
     credentials are. The Neuron nodes keep IMDS hop limit 2 for the Mountpoint pods (in their own
-    namespace); this closes it for the workloads, which get credentials from Pod Identity only."""
+    namespace); this closes it for the workloads, which get credentials from Pod Identity only.
+
+    Every pod but the sweep controller's: policies add up (a connection one of them allows is
+    allowed), so a narrower policy for that pod means leaving it out of this one."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": metadata("egress-except-instance-metadata", namespace),
         "spec": {
-            "podSelector": {},
+            "podSelector": {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "NotIn", "values": [SWEEP_CONTROL]}]},
             "policyTypes": ["Egress"],
             "egress": [
                 {
@@ -104,5 +122,54 @@ def egress_without_imds(namespace: str) -> dict[str, Any]:
     }
 
 
+def sweep_control_egress(namespace: str) -> dict[str, Any]:
+    """The staged sweep controller's pods reach the cluster DNS, HTTPS and the Pod Identity agent,
+    nothing else (no vLLM port, no instance metadata, no plain HTTP but the agent's).
+
+    One of the namespace's policies whether or not a staged sweep is configured: the policy above
+    leaves pods with the controller's label out, so one must select them whenever such a pod can
+    exist (a pod that no egress policy selects may reach anything, instance metadata included).
+
+    - DNS: to CoreDNS by label. The VPC CNI's agent filters on the pod's veth, before kube-proxy's
+      DNAT, so it sees the kube-dns Service's ClusterIP; its controller adds the ClusterIPs of the
+      Services whose selector matches a rule's pod selector for that reason
+      (aws/amazon-network-policy-controller-k8s pkg/resolvers/endpoints.go,
+      ``getMatchingServiceClusterIPs``).
+    - HTTPS (TCP 443, any address but instance metadata): S3 (the results and the code object; its
+      addresses are no CIDR a policy could name, and a NetworkPolicy has no host names), PyPI for
+      the pinned install, and the Kubernetes API server. The API server has no pod to select: the
+      ``kubernetes`` Service has no selector (its endpoints are the control plane's ENIs), so the
+      workaround above does not reach it and no pod selector can name it (aws/aws-network-policy-agent
+      issue 281); its ClusterIP is the first address of the service CIDR, which EKS picks from
+      10.100.0.0/16 or 172.20.0.0/16 when none is configured (EKS API KubernetesNetworkConfigRequest
+      ``serviceIpv4Cidr``; this project configures none). Either address is in the 443 rule.
+    - The Pod Identity agent (TCP 80 on its link-local addresses): the pod's AWS credentials.
+    """
+    https = [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDRS[0]]}},
+        {"ipBlock": {"cidr": "::/0", "except": [IMDS_CIDRS[1]]}},
+    ]
+    agent = [{"ipBlock": {"cidr": f"{POD_IDENTITY_AGENT[0]}/32"}}, {"ipBlock": {"cidr": f"{POD_IDENTITY_AGENT[1]}/128"}}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(f"{SWEEP_CONTROL}-egress", namespace),
+        "spec": {
+            "podSelector": {"matchLabels": dict(SWEEP_CONTROL_LABELS)},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [dict(CLUSTER_DNS)], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"to": https, "ports": [{"protocol": "TCP", "port": 443}]},
+                {"to": agent, "ports": [{"protocol": "TCP", "port": 80}]},
+            ],
+        },
+    }
+
+
 def network_policies(namespace: str, port: int) -> tuple[dict[str, Any], ...]:
-    return (default_deny_ingress(namespace), serving_from_clients(namespace, port), egress_without_imds(namespace))
+    return (
+        default_deny_ingress(namespace),
+        serving_from_clients(namespace, port),
+        egress_without_imds(namespace),
+        sweep_control_egress(namespace),
+    )

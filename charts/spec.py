@@ -24,7 +24,7 @@ from typing import Any
 from config import ConfigError, PlatformConfig, Problem, catalog, layout, serving_stacks
 from config.cost import price_choice
 from config.sweep import enabled as sweep_enabled
-from config.sweep import sweep_variants
+from config.sweep import mix_weights, sweep_variants, user_variants
 from config.validate import speculation_problems, suite_file_problems, tensor_parallel_problems
 from config.variants import service_variants
 from specbench import bundle
@@ -269,6 +269,12 @@ class ModelCacheSpec:
     # config.json (``eagle3_target``) and adapts its config.json.
     eagle3_heads: tuple[str, ...] = ()
     eagle3_target: str = ""
+    # The specbench zip the Job runs its fill from (the benchmark's: one code asset), and where its
+    # init container fetches it (the CDK asset's bucket and key, stacks/serving.py; charts.dist's
+    # upload). The location is not hashed (tokens in the CDK app); the zip's sha256 is.
+    bundle: bytes = b""
+    code_bucket: str = ""
+    code_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -306,11 +312,11 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         *(VllmServiceSpec(v.name, shared, v.draft_model, v.num_speculative_tokens, v.speculator_target) for v in speculative),
     )
     # A sweep's draft models are cached with the services' (its pods wait for them like the services).
-    sweep_drafts = [v.draft_model for v in sweep_variants(config)] if sweep_enabled(config) else []
+    sweep_drafts = [v.draft_model for v in user_variants(config)] if sweep_enabled(config) else []
     models = tuple(dict.fromkeys([*(m for service in services for m in service.models()), *sweep_drafts]))
     stack = serving_stacks.STACKS[s.stack]
     sweep_heads = (
-        [v.draft_model for v in sweep_variants(config) if stack.method(v.method).speculator == serving_stacks.TRAINED_HEAD]
+        [v.draft_model for v in user_variants(config) if stack.method(v.method).speculator == serving_stacks.TRAINED_HEAD]
         if sweep_enabled(config)
         else []
     )
@@ -332,6 +338,7 @@ def serving_plan(config: PlatformConfig, bucket_name: str) -> ServingPlan:
         serving_port=shared.port,
         eagle3_heads=heads,
         eagle3_target=s.target_model if heads else "",
+        bundle=bundle.zipapp_bytes(),
     )
     return ServingPlan(cache, services)
 
@@ -476,7 +483,8 @@ def benchmark_spec(config: PlatformConfig, plan: ServingPlan) -> BenchmarkSpec:
             sort_keys=True,
         )
         + "\n",
-        bundle=bundle.zipapp_bytes(),
+        # The plan's zip (the model cache runs its fill from it): one build, one code asset.
+        bundle=plan.model_cache.bundle or bundle.zipapp_bytes(),
         suite_json=json.dumps(suite.to_dict(), indent=2, sort_keys=True) + "\n" if b.suite_file else "",
         enable_thinking=b.thinking_mode,
         # Passed only when set to something else than the default: the default Job (and its hash) stay as they were.
@@ -585,6 +593,8 @@ def settings_snapshot(
             "variants": [v.to_dict() for v in sweep_variants(config)],
             "loads": {"concurrencies": list(s.concurrencies), "request_rates": list(s.request_rates)},
             "slo": {"ttft_ms": s.slo_ttft_ms, "tpot_ms": s.slo_tpot_ms},
+            # The traffic mix sweep-report recommends the cheapest configuration for (specbench/analysis/sweep_mix.py).
+            "class_weights": mix_weights(config),
         }
     return snapshot
 

@@ -7,6 +7,9 @@ These are contracts between components, not tunables, so they are constants rath
 MODELS_PREFIX = "models/"  # Hugging Face weights, one folder per model id
 ARTIFACTS_PREFIX = "neuron-artifacts/"  # compiled Neuron graphs, one folder per serving config hash
 RESULTS_PREFIX = "results/"  # benchmark runs, one folder per run id
+# A sweep's points and stage documents, one folder per sweep id (specbench/outputs/sweep_report.py
+# SWEEPS_PREFIX, under the results location): all the staged sweep's controller may touch.
+SWEEPS_PREFIX = f"{RESULTS_PREFIX}sweeps/"
 DATASETS_PREFIX = "datasets/"  # dataset files a suite names, one object per sha256 (reruns read the same bytes)
 COST_GUARD_PREFIX = "cost-guard/"  # the cost guard's node-hour ledger, one object per cluster (stacks/cost_guard.py)
 

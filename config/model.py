@@ -163,7 +163,12 @@ class ServingSettings:
     )
     tensor_parallel_size: int = setting(32, "Tensor parallelism in logical NeuronCores; a whole number of devices.")
     max_num_seqs: int = setting(4, "Batch limit (vLLM `--max-num-seqs`).")
-    max_model_len: int = setting(1024, "Context length (vLLM `--max-model-len`); at least benchmark input + output tokens.")
+    max_model_len: int = setting(
+        1024,
+        "Context length (vLLM `--max-model-len`); at least benchmark input + output tokens. Synth refuses a length whose KV "
+        "cache for `serving.max_num_seqs` sequences, with the weights, does not fit each service's ranks in HBM "
+        '(docs/serving-model.md, "Ranking").',
+    )
     image: str = setting(
         "",
         "Serving image of `serving.stack`, identical for every service on it; pinned by tag or digest. A cross-stack "
@@ -191,7 +196,8 @@ class ServingSettings:
     )
     aws_cli_image: str = setting(
         "public.ecr.aws/aws-cli/aws-cli:2.22.0",
-        "Image that reads `hf_token_secret_arn` in the model-cache Job (used only when that secret is set).",
+        "AWS CLI image of the pods' init containers: every pod that runs project code fetches and checks the code asset "
+        "with it; it also reads `hf_token_secret_arn` in the model-cache Job and moves the hardware facts.",
     )
 
 
@@ -358,7 +364,8 @@ class SweepSettings:
     strategy: str = setting(
         "grid",
         "`grid`: measure every variant at every load; `staged`: the baseline and one k per draft first, then stage after stage the "
-        "configurations the model cannot rule out (`specbench sweep next`), until the decision at each load is made.",
+        "configurations the model cannot rule out (`specbench sweep next`), until the decision at each load is made; in the cluster a "
+        "controller Job (`sweep control`) creates each stage's Job (docs/sweeps.md).",
     )
     class_weights: tuple[str, ...] = setting(
         (),
@@ -370,6 +377,15 @@ class SweepSettings:
         0.02,
         "Staged stop rule: an unmeasured configuration whose predicted upper bound beats the best measured by less than this share "
         "of the objective is not worth a compilation (0 to 0.2; 0 = the bare rule).",
+    )
+    # Issue 37: TP variants (config/sweep.py, docs/sweeps.md#tensor-parallelism).
+    tensor_parallel_sizes: tuple[int, ...] = setting(
+        (),
+        "Tensor parallel sizes (logical cores) the sweep measures every variant at, each with a baseline of its own: a TP "
+        "variant is its own unit (its own compile, devices and cost; node-hours charged by device share). Each must be a device "
+        "count the Neuron scheduler allocates (at LNC 2 on trn2.48xlarge: 4, 16, 32, 64) whose ranks hold the weights and KV "
+        "cache in HBM. Empty = `serving.tensor_parallel_size` only; a list without it measures the variants only at the listed TPs "
+        "(the services' baseline is measured always).",
     )
 
 

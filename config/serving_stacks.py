@@ -43,6 +43,12 @@ class ServingStack:
     # (max_num_seqs); the serving model and the emulator admit by it (specbench/analysis/serving_model.py
     # ``admitted``; the emulator's profiles carry the same value, tests/test_prefill_admission.py pins it).
     max_prefills_per_batch: int | None = None
+    # The instance families (the part of an EC2 type before the dot) the stack's documentation names;
+    # `specbench predict --rank` refuses a candidate on any other (specbench/analysis/candidates.py).
+    instance_families: tuple[str, ...] = ()
+
+    def runs_on(self, instance_type: str) -> bool:
+        return instance_type.partition(".")[0] in self.instance_families
 
     @property
     def method_ids(self) -> tuple[str, ...]:
@@ -102,6 +108,9 @@ STACKS: dict[str, ServingStack] = {
             # docs.vllm.ai/en/v0.4.2/models/performance.html): every waiting request that fits a free slot
             # prefills in the next step (its token budget, max_num_batched_tokens, is not modelled).
             max_prefills_per_batch=None,
+            # "Supported AWS instances: Inf2, Trn1/Trn1n, Trn2" (Neuron docs, vLLM User Guide for NxD Inference,
+            # libraries/nxd-inference/developer_guides/vllm-user-guide-v1, as of Neuron SDK 2.26.1).
+            instance_families=("inf2", "trn1", "trn1n", "trn2"),
         ),
         ServingStack(
             id=VLLM_NEURON_STACK,
@@ -141,6 +150,9 @@ STACKS: dict[str, ServingStack] = {
             # max_prompt_batch_size = 1). A prompt longer than a compiled bucket prefills over several steps
             # (chunked): not modelled.
             max_prefills_per_batch=1,
+            # "This document is relevant for: Trn2, Trn3" (Neuron 2.33.0 docs, vllm-neuron/docs/getting-started/
+            # setup-guide: "install and configure the vLLM Neuron plugin on AWS Trn2 or Trn3 instances").
+            instance_families=("trn2", "trn3"),
         ),
     )
 }
@@ -182,7 +194,7 @@ class ModelGeometry:
 
     None means the fact could not be read from a public source; the field's name is then listed in
     `unverified` and the pairing check skips it at synth (the model-cache Job checks the real
-    config.json before anything compiles, charts/scripts/fill_model_cache.py)."""
+    config.json before anything compiles, specbench/model_cache/fill.py)."""
 
     hidden_size: int | None
     num_attention_heads: int | None
@@ -247,7 +259,7 @@ HEAD_GEOMETRY: dict[str, ModelGeometry] = {
     # vLLM loads every speculators EAGLE3 head as Eagle3LlamaForCausalLM, whatever its layer type,
     # vllm/transformers_utils/configs/speculators/algos.py update_eagle3 at vllm-project/vllm cfb173a;
     # refusing a head whose transformer_layer_config.model_type is not "llama" is this project's own
-    # rule, charts/scripts/fill_model_cache.py), transformer_layer_config
+    # rule, specbench/model_cache/fill.py), transformer_layer_config
     # hidden 5120, 64 heads, 8 KV heads, head_dim 128, vocab_size 151936; draft_vocab_size 32000; one
     # model.safetensors of 3,121,274,856 bytes.
     "RedHatAI/Qwen3-32B-speculator.eagle3": ModelGeometry(

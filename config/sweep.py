@@ -12,10 +12,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
+from specbench.analysis import candidates as cand
+from specbench.analysis import serving_model as sm
 from specbench.prompts.suite import MAX_CLASS_WEIGHT, PROMPT_CLASSES, SuiteError, load_suite
 from specbench.sweep import staged
-from specbench.sweep.plan import Estimates, SweepPlan, make_plan
-from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads
+from specbench.sweep.plan import Estimates, Packing, Room, SweepPlan, make_plan
+from specbench.sweep.points import BASELINE, NAME, SweepVariant, loads, tp_name
 
 from . import capacity, catalog, serving_stacks
 from .errors import Problem
@@ -37,6 +39,18 @@ SWEEP_START = (
     "start the sweep: kubectl -n <serving.namespace> create job sweep-$(date +%Y%m%d-%H%M) --from=cronjob/specbench-sweep "
     "(results under results/sweeps/<job name>/)"
 )
+# ... and with sweep.strategy=staged its controller (charts/sweep_control.py), named after the sweep's Job.
+CONTROL_START = (
+    "start its controller: kubectl -n <serving.namespace> create job <the sweep's job name>-control "
+    "--from=cronjob/specbench-sweep-control (with sweep.start_on_deploy, the deploy starts both; docs/sweeps.md)"
+)
+
+
+def start_text(config: PlatformConfig) -> str:
+    """What synth prints after the plan: how a sweep (and a staged sweep's controller) is started."""
+    return SWEEP_START + (f"\n{CONTROL_START}" if staged_sweep(config) else "")
+
+
 # Variant names become point ids (``<name>-last-r0p5``), which are run ids and DNS labels (<= 63).
 MAX_NAME = 40
 NAME_RULE = f"1-{MAX_NAME} lowercase letters, digits or '-', starting with a letter and ending alphanumeric"
@@ -46,6 +60,11 @@ MAX_REQUEST_RATE = 1000.0
 
 def enabled(config: PlatformConfig) -> bool:
     return bool(config.sweep.variants)
+
+
+def staged_sweep(config: PlatformConfig) -> bool:
+    """A configured sweep with sweep.strategy=staged: its controller is deployed (charts/sweep_control.py)."""
+    return enabled(config) and config.sweep.strategy == staged.STAGED
 
 
 def parse_variant(text: str, default_method: str) -> SweepVariant:
@@ -60,14 +79,35 @@ def parse_variant(text: str, default_method: str) -> SweepVariant:
     return SweepVariant(parts[0], parts[1], k, parts[3] if len(parts) == 4 else default_method)
 
 
-def sweep_variants(config: PlatformConfig) -> list[SweepVariant]:
-    """The variants that parse (the others are reported by the rules)."""
+def user_variants(config: PlatformConfig) -> list[SweepVariant]:
+    """The variants of ``sweep.variants`` that parse (the others are reported by the rules)."""
     found = []
     for text in config.sweep.variants:
         try:
             found.append(parse_variant(text, config.serving.speculation_method))
         except ValueError:
             continue
+    return found
+
+
+def variant_tps(config: PlatformConfig) -> list[int]:
+    """The TPs the variants are measured at, as SweepVariant.tp: 0 for serving.tensor_parallel_size
+    (so a sweep without TP variants keeps its names, compile keys and documents)."""
+    sizes = config.sweep.tensor_parallel_sizes
+    if not sizes:
+        return [0]
+    serving = config.serving.tensor_parallel_size
+    return list(dict.fromkeys(0 if tp == serving else tp for tp in sizes))
+
+
+def sweep_variants(config: PlatformConfig) -> list[SweepVariant]:
+    """The sweep's catalogue besides the services' baseline: the variants at the services' TP, then
+    per other TP of ``sweep.tensor_parallel_sizes`` its baseline (``baseline-tp<N>``) and every variant
+    (``<name>-tp<N>``): each its own unit, compile and devices."""
+    mine = user_variants(config)
+    found = list(mine) if 0 in variant_tps(config) else []
+    for tp in (t for t in variant_tps(config) if t):
+        found += [SweepVariant(tp_name(BASELINE, tp), tp=tp), *(replace(v, name=tp_name(v.name, tp), tp=tp) for v in mine)]
     return found
 
 
@@ -217,6 +257,74 @@ def mix_weights(config: PlatformConfig) -> dict[str, float]:
     return {case.prompt_class: 1.0 for case in suite.test_cases}
 
 
+def node_rules(config: PlatformConfig) -> cand.NodeRules | None:
+    """specbench/analysis/candidates.py's rules of the Neuron node type (None: no chip figures)."""
+    name = config.neuron_nodes.instance_type
+    instance = catalog.TRAINIUM_INSTANCES.get(name)
+    if instance is None or name not in sm.HARDWARE:
+        return None
+    stacks = tuple(s.id for s in serving_stacks.STACKS.values() if s.runs_on(name))
+    return cand.NodeRules(name, instance.lnc_options, instance.schedulable_device_counts, stacks)
+
+
+def hbm_problems(config: PlatformConfig) -> Iterable[Problem]:
+    """Every TP of sweep.tensor_parallel_sizes holds the target's (and each draft's) weights and KV
+    cache for serving.max_num_seqs x serving.max_model_len in HBM per rank (candidates.rank_memory,
+    the rule ``predict --rank`` applies). Models without recorded geometry (serving_model.MODELS) are
+    not checked. The TP rule itself is config/validate.py's ``tensor_parallel_problems``."""
+    rules, s, n = node_rules(config), config.serving, config.neuron_nodes
+    if rules is None or n.logical_nc_config not in rules.lnc_options:
+        return
+    per_device = rules.logical_cores_per_device(n.logical_nc_config)
+    drafts = [("", "")] + list(dict.fromkeys((v.method, v.draft_model) for v in user_variants(config)))
+    for tp in dict.fromkeys(config.sweep.tensor_parallel_sizes):
+        if tp < 1 or tp % per_device or tp // per_device > rules.hardware.devices_per_node:
+            continue  # not a whole number of devices of a node: the TP rule reports it
+        for method, draft in drafts:
+            known = s.target_model in sm.MODELS and (method != "draft" or draft in sm.MODELS) and method in sm.METHODS
+            if not known:
+                continue
+            k = 1 if method else 0
+            dep = sm.Deployment(s.target_model, method, draft, k, tp, n.logical_nc_config, s.max_num_seqs, rules.instance_type)
+            memory = cand.rank_memory(cand.Candidate(dep, s.stack, s.max_model_len), rules)
+            if not memory.fits:
+                what = f"with {method} {draft}" if method else "without speculation"
+                yield Problem(
+                    "sweep.tensor_parallel_sizes",
+                    tp,
+                    f"does not fit {s.target_model} {what} in HBM per rank on {rules.instance_type}: {memory.describe()}",
+                    f"a TP whose ranks hold it ({', '.join(map(str, fitting_tps(config, method, draft)))}), "
+                    "or a smaller serving.max_num_seqs or serving.max_model_len",
+                    depends_on=("serving.max_num_seqs", "serving.max_model_len", "sweep.variants"),
+                )
+                break
+
+
+def fitting_tps(config: PlatformConfig, method: str = "", draft: str = "") -> list[int]:
+    """The allocatable TPs whose ranks hold the target (and draft) with the configured batch and length."""
+    rules, s, n = node_rules(config), config.serving, config.neuron_nodes
+    if rules is None:
+        return []
+    out = []
+    for tp in rules.allowed_tp(n.logical_nc_config):
+        dep = sm.Deployment(s.target_model, method, draft, 1 if method else 0, tp, n.logical_nc_config, s.max_num_seqs, rules.instance_type)
+        if cand.rank_memory(cand.Candidate(dep, s.stack, s.max_model_len), rules).fits:
+            out.append(tp)
+    return out
+
+
+def tp_list_problems(config: PlatformConfig) -> Iterable[Problem]:
+    sizes = config.sweep.tensor_parallel_sizes
+    if len(set(sizes)) != len(sizes):
+        yield Problem("sweep.tensor_parallel_sizes", sizes, "lists a TP twice", "distinct sizes")
+    if sizes and sizes == (config.serving.tensor_parallel_size,):
+        return  # the services' TP alone: the same sweep as without the setting
+    if sizes and not config.sweep.variants:
+        yield Problem(
+            "sweep.tensor_parallel_sizes", sizes, "is set without sweep.variants: there is no sweep", "empty, or set sweep.variants"
+        )
+
+
 def sidecar_problems(config: PlatformConfig) -> Iterable[Problem]:
     if config.sweep.pod_layout not in POD_LAYOUTS:
         yield Problem("sweep.pod_layout", config.sweep.pod_layout, "is not a sweep pod layout", ", ".join(POD_LAYOUTS))
@@ -288,6 +396,63 @@ def nodes_for_a_slot(config: PlatformConfig) -> int:
     return MAX_NODES + 1  # a sweep pod that fits no node: plan_problems reports sweep_pod_too_big
 
 
+def unit_request(config: PlatformConfig, tp: int) -> capacity.Resources:
+    """One sweep pod at ``tp`` (0: the services'): its server asks for the devices of its TP and, for
+    another TP than the services', their CPU and memory scaled by its share of their devices
+    (rounded up; memory at least the in-memory /dev/shm plus 16 GiB, the smallest memory a service
+    may have), beside its measuring client."""
+    n, s = config.neuron_nodes, config.serving
+    instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
+    service = capacity.service_request(instance, n.logical_nc_config, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
+    if tp:
+        cpu, memory = scaled_service(config, tp)
+        service = capacity.service_request(instance, n.logical_nc_config, tp, cpu, memory)
+    return service + CLIENT
+
+
+MIN_MEMORY_GIB = 16  # config/validate.py: serving.memory_gib_per_service is at least 16
+
+
+def scaled_service(config: PlatformConfig, tp: int) -> tuple[int, int]:
+    """(vCPUs, GiB) of a TP variant's server: the service's scaled by devices (``unit_request``)."""
+    n, s = config.neuron_nodes, config.serving
+    instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
+    per_device = instance.logical_cores_per_device(n.logical_nc_config)
+    share = -(-tp // per_device) / max(-(-s.tensor_parallel_size // per_device), 1)
+    return max(math.ceil(s.cpu_per_service * share), 1), max(math.ceil(s.memory_gib_per_service * share), s.shm_gib + MIN_MEMORY_GIB)
+
+
+def free_rooms(config: PlatformConfig) -> tuple[Room, ...]:
+    """Each running Neuron node's room for sweep pods once the long-running services are placed (as
+    ``slots_per_node`` places them: as many per node as fit, node after node)."""
+    n, s = config.neuron_nodes, config.serving
+    instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
+    service = capacity.service_request(instance, n.logical_nc_config, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
+    room = capacity.allocatable(instance)
+    fixed = capacity.DAEMONSET_BUDGET + capacity.MODEL_CACHE_JOB
+    left, rooms = len(service_variants(s)), []
+    for _ in range(n.desired_size):
+        placed = max((k for k in range(left + 1) if (service * k + fixed).fits_in(room)), default=0)
+        left -= placed
+        used = service * placed + fixed
+        rooms.append(Room(room.neuron_devices - used.neuron_devices, room.cpu_millis - used.cpu_millis, room.memory_mib - used.memory_mib))
+    return tuple(rooms)
+
+
+def packing(config: PlatformConfig) -> Packing | None:
+    """The sweep's capacity for units of several sizes; None without TP variants (``slots`` units a wave)."""
+    tps = variant_tps(config)
+    if tps == [0]:
+        return None
+    instance = catalog.TRAINIUM_INSTANCES[config.neuron_nodes.instance_type]
+
+    def room(r: capacity.Resources) -> Room:
+        return Room(r.neuron_devices, r.cpu_millis, r.memory_mib)
+
+    demand = tuple((tp, room(unit_request(config, tp))) for tp in sorted({0, *tps}))
+    return Packing(free_rooms(config), demand, instance.neuron_devices)
+
+
 def _plan_inputs(config: PlatformConfig) -> dict:
     s, n = config.sweep, config.neuron_nodes
     instance = catalog.TRAINIUM_INSTANCES[n.instance_type]
@@ -298,6 +463,7 @@ def _plan_inputs(config: PlatformConfig) -> dict:
         "devices_per_node": instance.neuron_devices,
         "estimates": Estimates(s.compile_minutes_per_variant, s.start_minutes_per_variant, s.measure_minutes_per_point),
         "precompiled": precompiled_keys(config),
+        "packing": packing(config),
     }
 
 
@@ -307,14 +473,20 @@ def precompiled_keys(config: PlatformConfig) -> list[tuple[str, int, str]]:
     return [(v.draft_model, v.num_speculative_tokens, method if v.draft_model else "") for v in service_variants(config.serving)]
 
 
+def config_of(v: SweepVariant) -> staged.Config:
+    return staged.Config(tp=v.tp) if v.is_baseline else staged.Config(v.draft_model, v.k, v.method, v.tp)
+
+
 def candidates(config: PlatformConfig) -> list[staged.Config]:
-    return [staged.Config(v.draft_model, v.k, v.method) for v in sweep_variants(config)]
+    return [config_of(v) for v in sweep_variants(config)]
 
 
 def stage_one_variants(config: PlatformConfig) -> list[SweepVariant]:
-    """The staged sweep's first stage besides the baseline (specbench/sweep/staged.py ``stage_one``)."""
-    chosen = set(staged.stage_one(candidates(config), [staged.Config(*key) for key in precompiled_keys(config)]))
-    return [v for v in sweep_variants(config) if staged.Config(v.draft_model, v.k, v.method) in chosen]
+    """The staged sweep's first stage besides the baseline (specbench/sweep/staged.py ``stage_one``),
+    in the order stage_one lists it (the Job's units, and their waves, follow it)."""
+    chosen = staged.stage_one(candidates(config), [staged.Config(*key) for key in precompiled_keys(config)])
+    by_config = {config_of(v): v for v in sweep_variants(config)}
+    return [by_config[c] for c in chosen if c in by_config]
 
 
 def grid_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
@@ -323,6 +495,12 @@ def grid_plan(config: PlatformConfig, price_per_node_hour: float | None = None) 
     return make_plan(
         sweep_variants(config), loads(s.concurrencies, s.request_rates), price_per_node_hour=price_per_node_hour, **_plan_inputs(config)
     )
+
+
+def plan_slots(config: PlatformConfig) -> int | Packing:
+    """What a stage's waves are cut by: the packing of units of several TPs, else the slot count."""
+    inputs = _plan_inputs(config)
+    return inputs["packing"] or sum(inputs["slots_per_node"])
 
 
 def sweep_plan(config: PlatformConfig, price_per_node_hour: float | None = None) -> SweepPlan:
@@ -338,6 +516,15 @@ def sweep_plan(config: PlatformConfig, price_per_node_hour: float | None = None)
     )
 
 
+def first_job(config: PlatformConfig) -> tuple[str, int, float]:
+    """The configured sweep as the dashboard's top row plans it: ("none", 0, 0.0) without one, else
+    the strategy and its first Job's points and node-hours (the grid; with staged, stage 1)."""
+    if not enabled(config):
+        return "none", 0, 0.0
+    plan = sweep_plan(config)
+    return config.sweep.strategy, plan.points, plan.node_hours
+
+
 def staged_cost(config: PlatformConfig) -> staged.StagedCost:
     """Node-hours of the staged strategy (stage 1, expected, worst case) beside the grid's."""
     s, inputs = config.sweep, _plan_inputs(config)
@@ -346,7 +533,7 @@ def staged_cost(config: PlatformConfig) -> staged.StagedCost:
     return staged.staged_cost(
         candidates(config),
         len(loads(s.concurrencies, s.request_rates)),
-        sum(slots),
+        inputs["packing"] or sum(slots),
         [staged.Config(*key) for key in inputs["precompiled"]],
         inputs["estimates"],
         nodes,
@@ -371,7 +558,7 @@ def plan_text(config: PlatformConfig, price_per_node_hour: float | None = None) 
     def money(hours: float) -> str:
         return f" (${hours * price_per_node_hour:,.0f})" if price_per_node_hour else ""
 
-    chosen = ", ".join(f"{v.name} (k = {v.k})" for v in stage_one_variants(config))
+    chosen = ", ".join(v.name if v.is_baseline else f"{v.name} (k = {v.k})" for v in stage_one_variants(config))
     lines = [
         f"strategy {config.sweep.strategy}" + (" (this Job is stage 1)" if config.sweep.strategy == staged.STAGED else ""),
         f"  grid:   {cost.grid:.1f} node-hours{money(cost.grid)}",
@@ -402,6 +589,21 @@ def plan_problems(config: PlatformConfig) -> Iterable[Problem]:
             depends_on=inputs,
         )
         return
+    pack = packing(config)
+    if pack is not None:
+        for tp in variant_tps(config):
+            if tp and not pack.fits([tp]):
+                need = pack.of(tp)
+                gib = need.memory_mib // capacity.MIB_PER_GIB
+                yield Problem(
+                    "sweep.tensor_parallel_sizes",
+                    tp,
+                    f"makes a sweep pod ({need.devices} devices, {need.cpu_millis / 1000:g} vCPU, {gib} GiB with its client; CPU "
+                    "and memory are the service's scaled by devices) that fits no running Neuron node's free room",
+                    "a TP whose pod fits a node, more nodes, or a smaller serving.cpu_per_service / serving.memory_gib_per_service",
+                    depends_on=inputs,
+                )
+                return
     plan = sweep_plan(config)
     budget = config.sweep.budget_node_hours
     # The staged strategy's budget is its worst case: every variant measured, one wave a stage.

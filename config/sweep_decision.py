@@ -14,7 +14,7 @@ from specbench.sweep import staged
 
 from .cost import node_price
 from .model import PlatformConfig
-from .sweep import mix_weights, slots_per_node, stage_costing, stage_one_variants, staged_cost, sweep_variants
+from .sweep import mix_weights, packing, slots_per_node, stage_costing, stage_one_variants, staged_cost, sweep_variants
 
 
 def decision_settings(config: PlatformConfig, price_per_node_hour: float | None = None) -> dict[str, Any]:
@@ -47,4 +47,18 @@ def decision_settings(config: PlatformConfig, price_per_node_hour: float | None 
         "plan": None if plan is None else {"stage_one": plan.stage_one, "expected": plan.expected, "worst": plan.worst, "grid": plan.grid},
         "budget_node_hours": s.budget_node_hours,
         "stage_one": [v.to_dict() for v in stage_one_variants(config)],
+        # Units of several TPs (sweep.tensor_parallel_sizes): each node's free room and each TP's pod; null without.
+        "packing": packing_settings(config),
+    }
+
+
+def packing_settings(config: PlatformConfig) -> dict[str, Any] | None:
+    found = packing(config) if sum(slots_per_node(config) or ()) else None
+    if found is None:
+        return None
+    room = lambda r: [r.devices, r.cpu_millis, r.memory_mib]  # noqa: E731
+    return {
+        "free": [room(r) for r in found.free],
+        "demand": [[tp, *room(r)] for tp, r in found.demand],
+        "devices_per_node": found.devices_per_node,
     }

@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterable
 
 # Only the suite parser and the cost inputs' bounds (standard library only): the CDK app's
 # environment does not install the benchmark's own requirements.
+from specbench.analysis import candidates as cand
 from specbench.analysis import prices
+from specbench.analysis import serving_model as sm
 from specbench.prompts.suite import SuiteError, load_suite
 
 from . import capacity, catalog, ec2, profiles, serving_stacks, subnets, sweep
@@ -615,6 +617,7 @@ def capacity_rules(c: PlatformConfig) -> Iterable[Problem]:
     yield from tp_problems
     if tp_problems:
         return
+    yield from service_hbm_problems(c)
     service = capacity.service_request(instance, lnc, s.tensor_parallel_size, s.cpu_per_service, s.memory_gib_per_service)
     per_node = capacity.services_per_node(instance, service)
     room = capacity.allocatable(instance)
@@ -646,6 +649,48 @@ def capacity_rules(c: PlatformConfig) -> Iterable[Problem]:
                 "serving.memory_gib_per_service",
                 "serving.extra_speculative_variants",
             ),
+        )
+
+
+def service_hbm_problems(c: PlatformConfig) -> Iterable[Problem]:
+    """Each service's ranks hold its weights (the target's, and the speculator's on the same ranks:
+    fused speculation) and the KV cache for serving.max_num_seqs x serving.max_model_len in HBM per
+    logical core: the rule ``predict --rank`` and the sweep apply (specbench/analysis/candidates.py,
+    ``rank_memory``; its 2 GiB scratch reserve is an assumption, said in the message). One problem per
+    speculator that does not fit; models without recorded geometry (serving_model.MODELS) are not
+    checked, as the rank command does not rank them."""
+    rules, s, lnc = sweep.node_rules(c), c.serving, c.neuron_nodes.logical_nc_config
+    if rules is None or lnc not in rules.lnc_options or s.target_model not in sm.MODELS:
+        return
+    if not (1 <= s.max_num_seqs <= 256 and 128 <= s.max_model_len <= 131072):
+        return  # out of range: serving_rules says so
+    stack = serving_stacks.STACKS.get(s.stack)
+    method = s.speculation_method if stack is not None and s.speculation_method in stack.method_ids else ""
+    seen: set[tuple[str, str]] = set()
+    for variant in service_variants(s):
+        spec_method = method if variant.draft_model else ""
+        key = (spec_method, variant.draft_model)
+        if key in seen or spec_method not in sm.METHODS or (spec_method == "draft" and variant.draft_model not in sm.MODELS):
+            continue
+        seen.add(key)
+        k = max(variant.num_speculative_tokens, 1) if spec_method else 0
+        tp, draft = s.tensor_parallel_size, variant.draft_model
+        try:
+            dep = sm.Deployment(s.target_model, spec_method, draft, k, tp, lnc, s.max_num_seqs, rules.instance_type)
+        except ValueError:
+            continue  # a TP, k or model the other rules refuse
+        memory = cand.rank_memory(cand.Candidate(dep, s.stack, s.max_model_len), rules)
+        if memory.fits:
+            continue
+        what = f"{variant.name} ({s.target_model} with {variant.draft_model})" if spec_method else f"{variant.name} ({s.target_model})"
+        fitting = ", ".join(map(str, sweep.fitting_tps(c, spec_method, variant.draft_model))) or "none"
+        yield Problem(
+            "serving.max_model_len",
+            s.max_model_len,
+            f"with serving.max_num_seqs={s.max_num_seqs} at TP {s.tensor_parallel_size}, service {what} does not fit HBM per rank "
+            f"on {rules.instance_type}: {memory.describe()}",
+            f"a smaller serving.max_model_len or serving.max_num_seqs, or a TP whose ranks hold it ({fitting})",
+            depends_on=("serving.max_num_seqs", "serving.tensor_parallel_size", "serving.draft_model"),
         )
 
 
@@ -860,9 +905,18 @@ def sweep_rules(c: PlatformConfig) -> Iterable[Problem]:
     yield from sweep.number_problems(c)
     yield from suite_file_problems("sweep.suite", c.sweep.suite)
     if not sweep.enabled(c):
+        yield from sweep.tp_list_problems(c)  # TP sizes without variants: said, not ignored
         return
     found = list(sweep.variant_problems(c))
-    for variant in sweep.sweep_variants(c):
+    found += sweep.tp_list_problems(c)
+    instance = catalog.TRAINIUM_INSTANCES.get(c.neuron_nodes.instance_type)
+    if instance is not None and c.neuron_nodes.logical_nc_config in instance.lnc_options:
+        for tp in dict.fromkeys(c.sweep.tensor_parallel_sizes):  # allocatable as the services' TP is (addons.neuron_scheduler)
+            key = "sweep.tensor_parallel_sizes"
+            found += tensor_parallel_problems(key, tp, instance, c.neuron_nodes.logical_nc_config, c.addons.neuron_scheduler)
+    if not found:
+        found += sweep.hbm_problems(c)
+    for variant in sweep.user_variants(c):  # each TP variant has its variant's draft and k
         key = "sweep.variants"
         stack = serving_stacks.STACKS.get(c.serving.stack)
         if stack is None or variant.method not in stack.method_ids:

@@ -241,9 +241,9 @@ def lags(records: list, writes: dict[str, list[float]]) -> tuple[dict[str, list[
 
 
 def run_on(loop: str, coroutine):  # type: ignore[no-untyped-def]
-    """``default`` is what ``specbench run`` uses (cli.run_coroutine); ``asyncio`` and ``uvloop`` force one."""
+    """``default`` is what ``specbench run`` uses (specbench/commands/common.py run_coroutine); ``asyncio`` and ``uvloop`` force one."""
     if loop == "default":
-        from specbench.cli import run_coroutine
+        from specbench.commands.common import run_coroutine
 
         return run_coroutine(coroutine)
     if loop == "uvloop":

@@ -4,9 +4,14 @@
    each) and a moto server for S3 and CloudWatch, all on 127.0.0.1;
 2. runs the benchmark as the Job does (``specbench run`` with the deployment's settings snapshot),
    storing the run in the moto bucket and publishing its metrics to moto's CloudWatch;
-3. invokes the aggregation Lambda's handler on the S3 event of the run's ``publish.json``;
-4. writes the dashboard body it put, its summary, and the HTML/Markdown report with charts;
-5. runs the dataset-backed suite (``builtin:classes-offline``: the project's own fixtures for Spec-Bench's
+3. runs one check of the cost guard (lambdas/cost_guard) against the emulated account, which has no
+   Neuron node: it publishes 0 node-hours and 0 nodes up, as it would on a deployment at rest;
+4. invokes the aggregation Lambda's handler on the S3 event of the run's ``publish.json``;
+5. writes the dashboard body it put, its summary, and the HTML/Markdown report with charts; the
+   body's top row (Deployment state) holds each service's state as the benchmark's readiness wait
+   published it to moto's CloudWatch, the cost guard's figures against ``budget.node_hours``, and
+   the sweep (none configured here: the row says so);
+6. runs the dataset-backed suite (``builtin:classes-offline``: the project's own fixtures for Spec-Bench's
    six prompt classes, code and JSON) and prints acceptance measured from the stream and speedups
    per class (its report in ``<out>/report-classes``).
 
@@ -38,6 +43,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +53,8 @@ from moto.server import ThreadedMotoServer  # noqa: E402
 
 from charts import benchmark_spec, serving_plan  # noqa: E402
 from config import PlatformConfig, layout, load_config  # noqa: E402
+from config.sweep import first_job  # noqa: E402
+from config.variants import service_variants  # noqa: E402
 from lambdas.aggregate import handler as aggregation  # noqa: E402
 from specbench import cli  # noqa: E402
 from specbench.analysis import aggregate  # noqa: E402
@@ -194,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             return code
         benchmark_done = time.perf_counter()
 
-        os.environ.update(aggregation_environment(config))
+        guard = cost_guard_check(config)
+        services = (EAGLE3_SERVICE,) if args.three_way else ()
+        os.environ.update(aggregation_environment(config, services))
         event = {"source": "aws.s3", "detail-type": "Object Created"}
         event["detail"] = {"bucket": {"name": BUCKET}, "object": {"key": f"{layout.RESULTS_PREFIX}{run_id}/publish.json"}}
         settings = aggregation.Settings.from_env(os.environ)
@@ -242,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     if result["live_error"]:
         print(f"live CloudWatch figures: none, moto answers no percentile query ({result['live_error'][:60]}...); CloudWatch does")
     print(f"dashboard body: {out / 'dashboard.json'} ({result['widgets']} widgets)")
+    state = result["deployment"]
+    reported = ", ".join(state["services_reported"]) or "none (the benchmark published no service state)"
+    print(
+        f"deployment state row: services reported {reported}; cost guard: {guard['node_hours']:.2f} node-hours, "
+        f"{guard['nodes_up']} Neuron nodes up; sweeps: {', '.join(state['sweeps']) or 'none'}"
+        + (f"; not read: {state['error']}" if state["error"] else "")
+    )
     print(f"report: {written['html']} and {written['markdown']}")
     print(f"wall time: {finished - started:.0f} s (benchmark {benchmark_done - started:.0f} s)")
     return 0
@@ -295,9 +312,36 @@ def cost_table(summary: aggregate.RunSummary) -> str:
     return "\n".join(lines)
 
 
-def aggregation_environment(config: PlatformConfig) -> dict[str, str]:
-    """The Lambda's environment as the stack sets it (stacks/results.py)."""
+def cost_guard_check(config: PlatformConfig) -> dict:
+    """One scheduled check of the cost guard's handler against moto (its clients follow
+    AWS_ENDPOINT_URL): no Neuron instance is running there, so it records an empty ledger and
+    publishes NeuronNodeHours 0 and NeuronNodesUp 0 for the dashboard's top row."""
+    sys.path.insert(0, str(ROOT / "lambdas" / "cost_guard"))  # its handler imports budget.py as the Lambda does
+    from lambdas.cost_guard import handler as guard
+
+    clients = guard.clients(REGION)
+    topic = clients["sns"].create_topic(Name="specdecode-demo-cost-guard")["TopicArn"]
+    settings = guard.Settings(
+        cluster=config.cluster.name,
+        nodegroup="no-node-group-offline",
+        max_size=config.neuron_nodes.max_size,
+        budget_node_hours=config.budget.node_hours,
+        scale_after_run=False,
+        topic_arn=topic,
+        ledger_bucket=BUCKET,
+        ledger_key=f"{layout.COST_GUARD_PREFIX}{config.cluster.name}/neuron-node-hours.json",  # stacks/cost_guard.py ledger_key
+        metrics_namespace=config.benchmark.metrics_namespace,
+        price_per_hour=None,
+        region=REGION,
+    )
+    return guard.run({"source": "aws.events", "detail-type": "Scheduled Event"}, settings, clients, datetime.now(timezone.utc))
+
+
+def aggregation_environment(config: PlatformConfig, extra_services: tuple[str, ...] = ()) -> dict[str, str]:
+    """The Lambda's environment as the stack sets it (stacks/results.py); ``extra_services``: the
+    three-way demo's EAGLE3 service, which the reference configuration does not deploy."""
     r = config.results
+    strategy, points, node_hours = first_job(config)
     return {
         "RESULTS_BUCKET": BUCKET,
         "RESULTS_PREFIX": layout.RESULTS_PREFIX,
@@ -309,6 +353,12 @@ def aggregation_environment(config: PlatformConfig) -> dict[str, str]:
         "DRAFT_COST_RATIO": str(EMULATOR_DRAFT_COST_RATIO),
         "LOOKBACK_HOURS": str(r.lookback_hours),
         "BOOTSTRAP_RESAMPLES": str(r.bootstrap_resamples),
+        "SERVICES": ",".join([*(v.name for v in service_variants(config.serving)), *extra_services]),
+        "BUDGET_NODE_HOURS": str(config.budget.node_hours),
+        "ENV_PROFILE": config.env.profile,
+        "SWEEP_STRATEGY": strategy,
+        "SWEEP_FIRST_JOB_POINTS": str(points),
+        "SWEEP_FIRST_JOB_NODE_HOURS": str(node_hours),
     }
 
 

@@ -1,10 +1,11 @@
 """The ``specbench`` package as one zip application: ``python specbench.pyz run ...``, and the
 aggregation Lambda's deployment package.
 
-The benchmark, sweep and rerun pods get their code this way: the zip is a CDK file asset built at
-synth (stacks/benchmark.py ``code_asset``), which the pod fetches from S3 and checks against the
-sha256 its pod template records, next to a stock Python image, so no image is built or pushed and
-no code rides in a manifest (charts/benchmark.py ``FETCH``). The Lambda's zip holds its handler and
+Every pod that runs project code gets it this way (the benchmark, sweep and rerun pods, the
+model-cache and hardware-facts Jobs): the zip is a CDK file asset built at synth
+(stacks/benchmark.py ``code_asset``), which the pod fetches from S3 and checks against the sha256
+its pod template records, next to a stock image, so no image is built or pushed and no code rides
+in a manifest (charts/benchmark.py ``FETCH``, charts/code.py). The Lambda's zip holds its handler and
 the few stdlib-only specbench modules it imports. Each zip holds what its entry points import (found
 with ``ast``). Both are part of the synthesized templates through their asset hashes, so they must
 be byte-stable: entries are sorted, every timestamp is 1980-01-01 (the earliest a zip can hold) and
@@ -35,17 +36,32 @@ FILE_MODE = 0o644
 # ZipInfo.create_system: 3 = Unix, so the mode bits in external_attr are read as such everywhere.
 UNIX = 3
 # What each zip holds is what its entry points import (module level, and inside functions: the lazy
-# imports), so moving a file cannot leave it out. The Job's entry is the command line; of its
-# functions only the commands the Job runs count: `emulate` and `report` are local tools whose code
-# (the emulator, the report's matplotlib charts) stays out of the code asset, and an edit to them
-# does not rename (and so rerun) the deployed Job.
-JOB_ENTRIES = (f"{PACKAGE}.__main__", f"{PACKAGE}.cli")
-# `sweep control` (the staged sweep's in-cluster controller) reads the stored points with
-# sweep_report's load_sweep_folders only: its sweep chart (matplotlib) stays out of the zip.
+# imports), so moving a file cannot leave it out. The Job's entries are the dispatcher (cli.py, which
+# imports a command's module by name only when it is chosen) and the modules of the commands the
+# pods run (specbench/commands/): `run` (the benchmark Job, the sweep's points), `publish` (a stored
+# run's metrics again) and `sweep` (for `sweep control`, the staged sweep's in-cluster controller;
+# `sweep next` and `sweep stage-job`, a laptop's, are commands/sweep_next.py, not an entry). The
+# others are a laptop's tools (the emulator, the report's matplotlib charts, what reads config/):
+# they stay out of the code asset, the zip refuses them in one line, and an edit to them does not
+# rename (and so rerun) the deployed Job.
+JOB_COMMANDS = ("run", "publish", "sweep")
+JOB_ENTRIES = (f"{PACKAGE}.__main__", f"{PACKAGE}.cli", *(f"{PACKAGE}.commands.{command}" for command in JOB_COMMANDS))
+# `sweep control` reads the stored points with sweep_report's load_sweep_folders only: its sweep
+# chart (matplotlib) stays out of the zip.
 JOB_FUNCTIONS = {
-    f"{PACKAGE}.cli": frozenset({"command_run", "command_publish", "command_import", "command_suite", "command_sweep_control"}),
     f"{PACKAGE}.outputs.sweep_report": frozenset({"load_sweep_folders"}),
 }
+# The modules the cluster's other pods run from the same zip (charts/code.py ``run_module``), in
+# images without the benchmark's requirements, so standard library only (tests/test_pod_code.py runs
+# each from the zip without site-packages): the model-cache fill, the hardware-facts probe and check,
+# the sweep's vLLM supervisor and its point runner. No code rides in a ConfigMap.
+POD_MODULES = (
+    f"{PACKAGE}.model_cache.fill",
+    f"{PACKAGE}.hardware.facts",
+    f"{PACKAGE}.sweep.vllm_supervisor",
+    f"{PACKAGE}.sweep.point_runner",
+)
+JOB_ENTRIES = (*JOB_ENTRIES, *POD_MODULES)
 # The aggregation Lambda's handler: every .py of its folder at the zip's root, and the specbench
 # modules they import, standard library only (the Lambda runtime adds boto3), so the Lambda needs
 # no layer and no dependency install (tests/test_results_stack.py proves it).
@@ -164,6 +180,20 @@ def project_imports(path: Path, root: Path, functions: Iterable[str] | None = No
     for module in found:
         if module_file(module, root) is None:
             raise FileNotFoundError(f"{path}: imports {module}, which is not a module under {root}")
+    return found
+
+
+def external_imports(path: Path, root: Path, functions: Iterable[str] | None = None) -> set[str]:
+    """The top-level names of what the file at ``path`` imports from outside ``root`` (the standard
+    library, third-party packages), counted as ``project_imports`` counts: lazy imports too, not
+    those under ``if TYPE_CHECKING:``, of the top-level functions only ``functions`` when given.
+    What a zip's module needs from the environment it runs in (tests/test_bundle_closure.py)."""
+    found = set()
+    for node in _import_nodes(_parse(path), None if functions is None else frozenset(functions)):
+        if isinstance(node, ast.ImportFrom) and node.level:  # relative: always the project's
+            continue
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        found.update(first for name in names if not _first_is_project(first := name.split(".")[0], root))
     return found
 
 

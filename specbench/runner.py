@@ -31,7 +31,7 @@ import aiohttp
 from specbench import jsonfile
 from specbench.analysis import acceptance as acceptance_math
 from specbench.analysis import cost
-from specbench.load.endpoints import TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
+from specbench.load.endpoints import Observer, TokenizeError, estimate_tokens, fetch_metrics, token_counter, wait_ready
 from specbench.load.types import Endpoint, Engine, LoadSpec, PreparedCase
 from specbench.prompts.suite import LLMPERF_PREAMBLE, Suite, TestCase, fill_prompt
 from specbench.results import llmperf_format
@@ -160,8 +160,12 @@ def acceptance_figures(before: tuple[Any, str], after: tuple[Any, str], model: s
 
 
 class Runner:
-    def __init__(self, plan: RunPlan, engine: Engine, store: RunStore, log: Log = print, progress: bool = True) -> None:
+    def __init__(
+        self, plan: RunPlan, engine: Engine, store: RunStore, log: Log = print, progress: bool = True, readiness: Observer | None = None
+    ) -> None:
+        """``readiness``: told what the readiness wait sees after each poll (outputs/readiness.py publishes it)."""
         self.plan, self.engine, self.store, self.log, self.progress = plan, engine, store, log, progress
+        self.readiness = readiness
         self.run_json: dict[str, Any] = {}
         self.stored: dict[str, list[RequestRecord]] = {}  # test case -> the records in its stored file
         self.engine_failures: list[dict[str, str]] = []
@@ -195,7 +199,8 @@ class Runner:
         )
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
-            await wait_ready(list(self.plan.endpoints), self.plan.load.model, self.plan.ready_timeout_s, log=self.log)
+            endpoints, model = list(self.plan.endpoints), self.plan.load.model
+            await wait_ready(endpoints, model, self.plan.ready_timeout_s, log=self.log, observe=self.readiness)
             start = getattr(self.engine, "start", None)  # an engine's set-up (llmperf: Ray), once, before any request
             if start is not None:
                 await start(self.plan.endpoints, self.plan.load)

@@ -25,6 +25,7 @@ def build_app(app: App, config: PlatformConfig) -> tuple[DataStack, PlatformStac
         bucket=data.bucket,
         model_cache_role=data.model_cache_role,
         benchmark_role=data.benchmark_role,
+        sweep_control_role=data.sweep_control_role,
         env=env,
         description="Spec-decode benchmark: EKS on Trainium2",
     )

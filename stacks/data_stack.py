@@ -8,6 +8,8 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from config import PlatformConfig, layout
+from config.sweep import first_job, staged_sweep
+from config.variants import service_variants
 
 from .log_policy import retention_period
 from .results import ResultsDashboard, ResultsDashboardProps
@@ -22,11 +24,13 @@ class DataStack(Stack):
             keep_on_destroy=config.data.keep_bucket_on_destroy,
             benchmark_namespace=config.serving.namespace,
             metrics_namespace=config.benchmark.metrics_namespace,
+            sweep_control_namespace=config.serving.namespace if staged_sweep(config) else "",
         )
         self.storage = DataBucket(self, "Data", props)
         self.bucket = self.storage.bucket
         self.model_cache_role = self.storage.model_cache_role
         self.benchmark_role = self.storage.benchmark_role
+        self.sweep_control_role = self.storage.sweep_control_role
         CfnOutput(self, "DataBucketName", value=self.bucket.bucket_name, description="Weights, artifacts and results")
         for name, prefix in (("Models", layout.MODELS_PREFIX), ("Artifacts", layout.ARTIFACTS_PREFIX), ("Results", layout.RESULTS_PREFIX)):
             CfnOutput(self, f"{name}Uri", value=f"s3://{self.bucket.bucket_name}/{prefix}")
@@ -46,6 +50,10 @@ class DataStack(Stack):
                 lookback_hours=r.lookback_hours,
                 refresh_minutes=r.refresh_minutes,
                 log_retention=retention_period(config.data.log_retention_days),
+                services=tuple(v.name for v in service_variants(config.serving)),
+                budget_node_hours=config.budget.node_hours,
+                profile=config.env.profile,
+                sweep=first_job(config),
             ),
         )
         CfnOutput(self, "DashboardUrl", value=self.results.dashboard_url, description="Benchmark results dashboard")

@@ -75,15 +75,21 @@ def _at(stack: Stack, path: str) -> Construct:
 
 def wildcard_finding(scope: Construct, resource: str, suffix: str) -> str:
     """cdk-nag's id for an IAM5 finding on ``resource + suffix`` (e.g. a bucket ARN and "/models/*"),
-    rendered as cdk-nag renders it: ``<LogicalId.Attr>`` for a GetAtt, compact JSON otherwise."""
-    resolved = Stack.of(scope).resolve(resource)
-    if isinstance(resolved, dict) and "Fn::GetAtt" in resolved:
-        rendered = "<{}.{}>".format(*resolved["Fn::GetAtt"])
-    elif isinstance(resolved, dict):
-        rendered = json.dumps(resolved, separators=(",", ":"))
-    else:
-        rendered = str(resolved)
-    return f"AwsSolutions-IAM5[Resource::{rendered}{suffix}]"
+    rendered as cdk-nag renders it: ``<LogicalId.Attr>`` for a GetAtt, an Fn::Join's parts joined
+    (each rendered the same way: an imported bucket's ARN ``arn:aws:s3:::`` + its name), compact
+    JSON for any other intrinsic."""
+    return f"AwsSolutions-IAM5[Resource::{_rendered(Stack.of(scope).resolve(resource))}{suffix}]"
+
+
+def _rendered(value: object) -> str:
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "<{}.{}>".format(*value["Fn::GetAtt"])
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_rendered(part) for part in parts)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
 
 
 def acknowledge(scope: Construct, finding: str, reason: str) -> None:

@@ -42,6 +42,7 @@ class PlatformStack(Stack):
         bucket: s3.IBucket,
         model_cache_role: iam.IRole,
         benchmark_role: iam.IRole,
+        sweep_control_role: iam.IRole | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -162,6 +163,7 @@ class PlatformStack(Stack):
                 depends_on=(self.neuron_helm.chart, self.mountpoint.addon),
                 benchmark=bench,
                 benchmark_role=benchmark_role,
+                sweep_control_role=sweep_control_role,
                 sweep=sweep_spec(config, plan, bench) if sweep_enabled(config) else None,
             ),
         )

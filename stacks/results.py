@@ -6,6 +6,8 @@ and as soon as a run's ``publish.json`` lands (the Job writes it last, after its
 finished run shows up without waiting for the schedule. It lives in the data stack: results and
 their dashboard outlive the cluster. Its role may read ``results/``, write only the per-run
 ``aggregate.json``, publish only into the benchmark's namespace and write only its own dashboard.
+Reading ``results/`` covers the sweeps' stage documents and points (``results/sweeps/``) the
+dashboard's top row shows: no further permission.
 """
 
 from __future__ import annotations
@@ -71,6 +73,13 @@ class ResultsDashboardProps:
     lookback_hours: int
     refresh_minutes: int
     log_retention: logs.RetentionDays
+    # The dashboard's top row (specbench/outputs/deployment_state.py): the services (baseline first),
+    # budget.node_hours (0: none), env.profile ("" or rehearsal), and the configured sweep (config/sweep.py
+    # first_job: strategy none, grid or staged, its first Job's points and node-hours).
+    services: tuple[str, ...]
+    budget_node_hours: float
+    profile: str
+    sweep: tuple[str, int, float]
     memory_mib: int = 1024
     timeout: Duration = field(default_factory=lambda: Duration.minutes(5))
 
@@ -85,6 +94,21 @@ def lambda_asset() -> str:
     path = directory / "aggregate.zip"
     path.write_bytes(lambda_zip_bytes())
     return str(path)
+
+
+def deployment_environment(
+    services: tuple[str, ...], budget_node_hours: float, profile: str, sweep: tuple[str, int, float]
+) -> dict[str, str]:
+    """The variables of the dashboard's top row (lambdas/aggregate/handler.py Settings reads them)."""
+    strategy, points, node_hours = sweep
+    return {
+        "SERVICES": ",".join(services),
+        "BUDGET_NODE_HOURS": str(budget_node_hours),
+        "ENV_PROFILE": profile,
+        "SWEEP_STRATEGY": strategy,
+        "SWEEP_FIRST_JOB_POINTS": str(points),
+        "SWEEP_FIRST_JOB_NODE_HOURS": str(node_hours),
+    }
 
 
 def schedule_expression(minutes: int) -> str:
@@ -148,6 +172,8 @@ class ResultsDashboard(Construct):
                         serving_namespace=props.serving_namespace,
                         lookback_hours=props.lookback_hours,
                         baseline=props.baseline_variant,
+                        budget_node_hours=props.budget_node_hours,
+                        profile=props.profile,
                     ),
                 )
             ),
@@ -189,6 +215,7 @@ class ResultsDashboard(Construct):
                 "DRAFT_COST_RATIO": str(props.draft_cost_ratio),
                 "LOOKBACK_HOURS": str(props.lookback_hours),
                 "BOOTSTRAP_RESAMPLES": str(props.bootstrap_resamples),
+                **deployment_environment(props.services, props.budget_node_hours, props.profile, props.sweep),
             },
         )
         target = targets.LambdaFunction(self.function, retry_attempts=2, max_event_age=Duration.hours(1))

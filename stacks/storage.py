@@ -22,6 +22,7 @@ from config import layout
 
 from .addons.pod_identity import pod_identity_role
 from .nag import acknowledge, wildcard_finding
+from .sweep_control import control_role
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class DataBucketProps:
     # and the CloudWatch namespace it may publish metrics into.
     benchmark_namespace: str = "specdecode"
     metrics_namespace: str = "Qwen/LLMPerf"
+    # sweep.strategy=staged: the namespace of the sweep's controller (stacks/sweep_control.py), whose
+    # role may touch only results/sweeps/. Empty: no staged sweep, no role.
+    sweep_control_namespace: str = ""
 
 
 def prefix_read_write_statements(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[iam.PolicyStatement]:
@@ -147,6 +151,9 @@ class DataBucket(Construct):
             wildcard_finding(self, self.bucket.bucket_arn, f"/{layout.RESULTS_PREFIX}*"),
             f"Object access is limited to the {layout.RESULTS_PREFIX} prefix, where each benchmark run writes its own folder.",
         )
+        self.sweep_control_role: iam.Role | None = None
+        if props.sweep_control_namespace:
+            self.sweep_control_role = control_role(self, self.bucket, props.cluster_name, props.sweep_control_namespace)
         acknowledge(
             self.benchmark_role,
             wildcard_finding(self, self.bucket.bucket_arn, f"/{layout.DATASETS_PREFIX}*"),

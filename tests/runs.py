@@ -40,6 +40,12 @@ def handler_environment(bucket: str, region: str, resamples: int) -> dict[str, s
         "DRAFT_COST_RATIO": "0.1",
         "LOOKBACK_HOURS": "24",
         "BOOTSTRAP_RESAMPLES": str(resamples),
+        "SERVICES": f"{BASELINE},{SPECULATIVE}",
+        "BUDGET_NODE_HOURS": "48.0",
+        "ENV_PROFILE": "",
+        "SWEEP_STRATEGY": "none",
+        "SWEEP_FIRST_JOB_POINTS": "0",
+        "SWEEP_FIRST_JOB_NODE_HOURS": "0.0",
         "AWS_REGION": region,
     }
 

@@ -156,7 +156,8 @@ def test_pod_identity_roles_trust_one_service_account_of_this_cluster(platform, 
                 if statement["Principal"].get("Service") == "pods.eks.amazonaws.com":
                     tags = statement["Condition"]["StringEquals"]
                     trusts[tags["aws:RequestTag/kubernetes-service-account"]] = (statement, tags)
-    assert set(trusts) == {"cloudwatch-agent", "s3-csi-driver-sa", "specbench"}
+    # model-cache: the model-cache Job's role (the code object, and the Hugging Face token when one is set).
+    assert set(trusts) == {"cloudwatch-agent", "model-cache", "s3-csi-driver-sa", "specbench"}
     cluster_arn = "arn:aws:eks:us-east-2:123456789012:cluster/"
     for statement, tags in trusts.values():
         assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
@@ -169,6 +170,7 @@ def test_pod_identity_roles_trust_one_service_account_of_this_cluster(platform, 
     assert trusts["cloudwatch-agent"][1]["aws:RequestTag/kubernetes-namespace"] == "amazon-cloudwatch"
     assert trusts["s3-csi-driver-sa"][1]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
     assert trusts["specbench"][1]["aws:RequestTag/kubernetes-namespace"] == "specdecode"
+    assert trusts["model-cache"][1]["aws:RequestTag/kubernetes-namespace"] == "specdecode"
 
 
 # --- Mountpoint for S3 --------------------------------------------------------------------------

@@ -4,7 +4,7 @@ for the percentile queries moto cannot answer, a CloudWatch client stubbed with 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import boto3
 import pytest
@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 
 from lambdas.aggregate import handler
 from specbench.aws_retry import Retrier
-from specbench.outputs import dashboard, publish
+from specbench.outputs import dashboard, deployment_state, publish
 from specbench.results.store import RunStore, S3Store
 from tests import moto_aws, runs
 
@@ -66,8 +66,18 @@ def stored_run(s3, cloudwatch, run_id="20261129T100000Z-aaaaaa", **options) -> R
 
 
 def empty_live(stubber, calls=1) -> None:
+    """Empty answers to a refresh's GetMetricData calls: with a run, its live figures' then the
+    Deployment state row's (one each); with no metric listed, the row's alone."""
     for _ in range(calls):
         stubber.add_response("get_metric_data", {"MetricDataResults": []})
+
+
+ROW = 5  # the Deployment state row's widgets, on top
+
+
+def header(body: dict) -> str:
+    """The run's header: the first widget under the Deployment state row."""
+    return body["widgets"][ROW]["properties"]["markdown"]
 
 
 def refresh(event, s3, cloudwatch, **kwargs):
@@ -96,13 +106,16 @@ def test_the_shared_moto_clients_start_every_mock_from_an_empty_account():
 
 def test_no_data_yet(aws):
     s3, cloudwatch, stubber = aws
+    empty_live(stubber)  # the row's
     result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
     body = put_body(cloudwatch)
     assert result["completeness"] == "no data" and result["run_id"] is None
-    assert "No data yet" in body["widgets"][0]["properties"]["markdown"]
+    assert "No data yet" in header(body)
     assert dashboard.problems(SETTINGS.dashboard_name, body) == []
-    # nothing listed, so nothing to query: one listing of runs, one of hardware facts, one of metrics, the dashboard
-    assert result["aws_calls"] == {"ListMetrics": 1, "ListObjectsV2": 2, "PutDashboard": 1}
+    # no benchmark metric listed, so no live figure to query: one listing each of runs, hardware facts, sweeps
+    # and metrics, the Deployment state row's one GetMetricData, the dashboard
+    assert result["aws_calls"] == {"GetMetricData": 1, "ListMetrics": 1, "ListObjectsV2": 3, "PutDashboard": 1}
+    assert result["deployment"] == {"services_reported": [], "figures": 0, "sweeps": [], "error": ""}
     assert result["hardware_facts"] == 0 and "Hardware facts" not in json.dumps(body)
     stubber.assert_no_pending_responses()
 
@@ -113,6 +126,7 @@ def test_hardware_facts_in_the_bucket_get_a_text_widget_and_are_never_taken_for_
     s3.put_object(Bucket=BUCKET, Key="results/hardware-facts/ip-10-0-2-1.json", Body=json.dumps(facts).encode())
     s3.put_object(Bucket=BUCKET, Key="results/hardware-facts/broken.json", Body=b"{")
     s3.put_object(Bucket=BUCKET, Key="results/sweeps/sweep-a/p/run.json", Body=b"{}")
+    empty_live(stubber)
     result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
     assert result["run_id"] is None and result["hardware_facts"] == 2  # neither folder is a run
     (widget,) = [w for w in put_body(cloudwatch)["widgets"] if "Hardware facts" in w["properties"].get("markdown", "")]
@@ -123,21 +137,22 @@ def test_hardware_facts_in_the_bucket_get_a_text_widget_and_are_never_taken_for_
 def test_a_landed_run_builds_the_dashboard_and_publishes_speedups_once(aws):
     s3, cloudwatch, stubber = aws
     store = stored_run(s3, cloudwatch)
-    empty_live(stubber, 2)
+    empty_live(stubber, 4)  # two refreshes, each its live figures and the row
     first = refresh(publish_event(store.run_id), s3, cloudwatch)
     body = put_body(cloudwatch)
     assert first["completeness"] == "complete" and first["speedup_metrics"] == "published"
     assert first["verdict"].startswith("Speculative decoding, end-to-end: structured")
     assert (
-        first["widgets"] == len(body["widgets"]) == 16 + 2 * 2
+        first["widgets"] == len(body["widgets"]) == ROW + 16 + 2 * 2
     )  # 3 acceptance widgets: /metrics rate and length, stream length; a cost table and graph per class
-    assert "counting (structured)" in body["widgets"][1]["properties"]["markdown"]
-    # 4 test cases: run folder and hardware facts listed once each, run.json + 4 records + 4 acceptance files read, summary written
+    assert "counting (structured)" in body["widgets"][ROW + 1]["properties"]["markdown"]
+    # 4 test cases: run folder, hardware facts and sweeps listed once each, run.json + 4 records + 4 acceptance
+    # files read, summary written; live figures and the row read with one GetMetricData each
     assert first["aws_calls"] == {
-        "GetMetricData": 1,
+        "GetMetricData": 2,
         "GetObject": 9,
         "ListMetrics": first["aws_calls"]["ListMetrics"],
-        "ListObjectsV2": 2,
+        "ListObjectsV2": 3,
         "PutDashboard": 1,
         "PutMetricData": 1,
         "PutObject": 1,
@@ -157,7 +172,7 @@ def test_schedule_picks_the_newest_run(aws):
     s3, cloudwatch, stubber = aws
     stored_run(s3, cloudwatch, "20261128T090000Z-older1")
     stored_run(s3, cloudwatch, "20261129T100000Z-newer2", cases=runs.CASES[:2])
-    empty_live(stubber)
+    empty_live(stubber, 2)
     result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
     assert result["run_id"] == "20261129T100000Z-newer2"
 
@@ -165,23 +180,24 @@ def test_schedule_picks_the_newest_run(aws):
 def test_a_running_partial_run_is_shown_partial_and_not_published(aws):
     s3, cloudwatch, stubber = aws
     store = stored_run(s3, cloudwatch, cases=runs.CASES[:1], planned=runs.CASES, status="running", finished="")
-    empty_live(stubber)
+    empty_live(stubber, 2)
     result = refresh({"run_id": store.run_id}, s3, cloudwatch)
     assert result["completeness"] == "partial" and result["speedup_metrics"].startswith("run in progress")
-    assert "**PARTIAL DATA**" in put_body(cloudwatch)["widgets"][0]["properties"]["markdown"]
+    assert "**PARTIAL DATA**" in header(put_body(cloudwatch))
     assert cloudwatch.moto.list_metrics(Namespace=NAMESPACE, MetricName="Speedup")["Metrics"] == []
 
 
 def test_a_run_older_than_cloudwatch_accepts_gets_a_dashboard_but_no_metrics(aws):
     s3, cloudwatch, stubber = aws
     store = stored_run(s3, cloudwatch, started="2026-11-01T10:00:00+00:00", finished="2026-11-01T11:00:00+00:00")
-    empty_live(stubber)
+    empty_live(stubber, 2)
     result = refresh({"run_id": store.run_id}, s3, cloudwatch)
     assert result["speedup_metrics"] == "run older than CloudWatch accepts (two weeks)" and "PutMetricData" not in result["aws_calls"]
 
 
 def test_a_run_id_with_nothing_stored_writes_nothing_into_the_bucket(aws):
     s3, cloudwatch, stubber = aws
+    empty_live(stubber)
     result = refresh(publish_event("20261129T100000Z-nosuch"), s3, cloudwatch)
     assert result["completeness"] == "no data" and result["speedup_metrics"] == "no run"
     assert "PutObject" not in result["aws_calls"] and s3.list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
@@ -206,7 +222,7 @@ def test_a_run_of_other_service_names_is_compared_against_its_own_baseline(aws):
     run["plan"]["endpoints"] = [{"name": "base", "url": "http://b"}, {"name": "spec", "url": "http://s"}]
     run["plan"]["deployment"] = {}
     store.write("run.json", json.dumps(run))
-    empty_live(stubber)
+    empty_live(stubber, 2)
     result = refresh({"run_id": store.run_id}, s3, cloudwatch)
     assert result["completeness"] == "complete" and result["verdict"].startswith("Speculative decoding, end-to-end: structured")
     summary = json.loads(store.read("aggregate.json"))["summary"]
@@ -273,8 +289,14 @@ def test_a_refused_live_read_still_puts_the_dashboard(aws):
     s3, cloudwatch, stubber = aws
     store = stored_run(s3, cloudwatch)
     stubber.add_client_error("get_metric_data", "AccessDenied", "not allowed", 403)
+    stubber.add_client_error("get_metric_data", "AccessDenied", "not allowed", 403)  # the row's read too
     result = refresh({"run_id": store.run_id}, s3, cloudwatch)
-    assert "AccessDenied" in result["live_error"] and result["aws_calls"]["GetMetricData"] == 1 and result["retries"] == 0
+    assert "AccessDenied" in result["live_error"] and result["aws_calls"]["GetMetricData"] == 2 and result["retries"] == 0
+    assert result["deployment"]["error"].startswith("CloudWatch GetMetricData AccessDenied")
+    assert (
+        "**Not everything could be read:** CloudWatch GetMetricData AccessDenied"
+        in put_body(cloudwatch)["widgets"][0]["properties"]["markdown"]
+    )
     assert result["completeness"] == "complete" and put_body(cloudwatch)["widgets"]
 
 
@@ -300,11 +322,62 @@ def test_run_id_from_event(event, run_id):
         ({"DRAFT_COST_RATIO": "1.5"}, "DRAFT_COST_RATIO=1.5: allowed"),
         ({"LOOKBACK_HOURS": "0"}, "LOOKBACK_HOURS=0: allowed 1 to 360"),
         ({"BOOTSTRAP_RESAMPLES": "5"}, "BOOTSTRAP_RESAMPLES=5: allowed"),
+        ({"SERVICES": ""}, "SERVICES is not set"),
+        ({"BUDGET_NODE_HOURS": "-1"}, "BUDGET_NODE_HOURS=-1.0: allowed 0 to 100000"),
+        ({"SWEEP_STRATEGY": "random"}, "SWEEP_STRATEGY='random': allowed none, grid, staged"),
+        ({"SWEEP_FIRST_JOB_POINTS": "2.5"}, "SWEEP_FIRST_JOB_POINTS='2.5'"),
     ],
 )
 def test_settings_name_the_bad_variable(change, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         handler.Settings.from_env({**ENV, **change})
+
+
+def test_the_profile_variable_may_be_empty_but_must_be_set():
+    assert handler.Settings.from_env({**ENV, "ENV_PROFILE": "rehearsal"}).profile == "rehearsal"
+    with pytest.raises(ValueError, match="ENV_PROFILE is not set"):
+        handler.Settings.from_env({k: v for k, v in ENV.items() if k != "ENV_PROFILE"})
+
+
+def test_the_row_reads_each_service_and_the_cost_guard_in_one_call(aws):
+    """The Job's and Container Insights' figures per service and the cost guard's, newest value of
+    each: the query asked for is exactly deployment_state.queries, Maximum per minute over the lookback."""
+    s3, cloudwatch, stubber = aws
+    start, end, period = deployment_state.window(24, NOW)
+    planned = deployment_state.queries(NAMESPACE, "specdecode-trn2", "specdecode", SETTINGS.services, period)
+    assert (len(planned), period) == (2 * 5 + 2, 60) and SETTINGS.services == (runs.BASELINE, runs.SPECULATIVE)
+    answers = {
+        ("ServiceState", runs.BASELINE): 1,
+        ("ServiceWaitSeconds", runs.BASELINE): 600,
+        ("ServiceState", runs.SPECULATIVE): 0,
+        ("ServiceWaitSeconds", runs.SPECULATIVE): 1500,
+        ("pod_status_running", runs.SPECULATIVE): 1,
+        ("NeuronNodeHours", ""): 3.5,
+        ("NeuronNodesUp", ""): 1,
+    }
+    at = NOW - timedelta(minutes=1)
+    results = [
+        {
+            "Id": q["Id"],
+            "Label": q["Id"],
+            "StatusCode": "Complete",
+            "Timestamps": [at, at - timedelta(minutes=9)],
+            "Values": [answers[key], 0.0],
+        }
+        for key, q in planned
+        if key in answers
+    ]
+    queries = [{**q, "ReturnData": True} for _, q in planned]
+    stubber.add_response(
+        "get_metric_data", {"MetricDataResults": results}, {"MetricDataQueries": queries, "StartTime": start, "EndTime": end}
+    )
+    result = refresh({"source": "aws.events", "detail-type": "Scheduled Event"}, s3, cloudwatch)
+    stubber.assert_no_pending_responses()
+    text = put_body(cloudwatch)["widgets"][0]["properties"]["markdown"].replace("\\", "")
+    assert f"| {runs.BASELINE} | **ready** after 10 min (10:59 UTC, 1 min ago) | no figure" in text
+    assert f"| {runs.SPECULATIVE} | **waiting** 25 min: not answering yet" in text and "running, not ready" in text
+    assert "**Neuron node-hours: 3.5 of 48** (7% of budget.node_hours) · Neuron nodes up: 1" in text
+    assert result["deployment"]["services_reported"] == [runs.SPECULATIVE, runs.BASELINE] and result["deployment"]["figures"] == 7
 
 
 def test_settings_from_env():

@@ -322,9 +322,9 @@ def test_bundle_is_byte_stable_and_sorted():
         assert names == sorted(names) and names[0] == "__main__.py"
         assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
         assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
-        # What `specbench run`, `publish`, `import-llmperf` and `suite` import, and the built-in suites;
-        # not the local tools (`emulate`, `report`: the emulator, the report and its charts) nor the
-        # aggregation Lambda's modules.
+        # What the commands the pods run (`run`, `publish`, `sweep control`) import, and the built-in
+        # suites; not a laptop's commands (`emulate`, `report`, `sweep next`, ...: the emulator, the
+        # report and its charts, config/) nor the aggregation Lambda's modules.
         assert names[1:] == [f"specbench/{name}" for name in JOB_FILES]
         source = (ROOT / "specbench" / "prompts" / "suite.py").read_bytes()
         assert archive.read("specbench/prompts/suite.py") == bundle.compact_source(source)
@@ -402,10 +402,18 @@ JOB_FILES = (
     "analysis/stats.py",  # stream_acceptance's pooled figures
     "analysis/stream_acceptance.py",  # publish: StreamAcceptanceLength where the self-check passed
     "analysis/sweep.py",  # sweep control: the stored points' analysis
+    "analysis/sweep_mix.py",  # sweep control: the cheapest configuration for the traffic mix
     "analysis/theory.py",
     "aws_retry.py",
-    "cli.py",
+    "cli.py",  # the dispatcher: imports a command's module only when it is chosen
+    "commands/__init__.py",
+    "commands/common.py",
+    "commands/publish.py",
+    "commands/run.py",
+    "commands/sweep.py",  # `sweep control`; `sweep next` and `sweep stage-job` (commands/sweep_next.py) are a laptop's
     "flags.py",  # the command line's strict values
+    "hardware/__init__.py",
+    "hardware/facts.py",  # the hardware-facts Job's probe and the sweep pods' gate check (bundle.POD_MODULES)
     "jsonfile.py",
     "load/__init__.py",
     "load/endpoints.py",
@@ -413,10 +421,15 @@ JOB_FILES = (
     "load/llmperf_engine.py",
     "load/native.py",
     "load/types.py",
+    # The other pods' modules (bundle.POD_MODULES), run from this zip by charts/code.py run_module.
+    "model_cache/__init__.py",
+    "model_cache/fill.py",  # the model-cache Job's fill
     "names.py",  # the one safe-name rule (run ids, endpoints, test cases)
     "outputs/__init__.py",
     "outputs/cloudwatch.py",
+    "outputs/deployment_state.py",  # run: the services' state metrics for the dashboard's deployment row
     "outputs/publish.py",
+    "outputs/readiness.py",  # run: publishes the readiness wait's service states
     "outputs/stage_job.py",  # sweep control: the next stage's Job
     "outputs/sweep_controller.py",  # sweep control: the staged sweep's loop in the cluster
     "outputs/sweep_next.py",
@@ -430,7 +443,6 @@ JOB_FILES = (
     "prompts/suites/reference.json",
     "prompts/suites/rehearsal.json",  # the rehearsal profile's short suite (benchmark.suite_file=builtin:rehearsal)
     "results/__init__.py",
-    "results/importer.py",
     "results/llmperf_format.py",
     "results/records.py",
     "results/roles.py",  # run --role: what each endpoint serves, recorded in run.json
@@ -445,8 +457,10 @@ JOB_FILES = (
     "sweep/jobs_api.py",
     "sweep/pinning.py",
     "sweep/plan.py",
+    "sweep/point_runner.py",  # a sweep pod's client
     "sweep/points.py",
     "sweep/staged.py",
+    "sweep/vllm_supervisor.py",  # a sweep pod's server launcher
 )
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 from botocore.exceptions import ClientError
 
-from specbench import cli
+from specbench import cli, commands
 from specbench.emulator.process import emulators_in_subprocess, fetch_truth
 from specbench.emulator.server import EmulatorServer, default_profiles
 from specbench.load.native import NativeEngine
@@ -131,7 +131,7 @@ def test_readiness_waits_then_fails_clearly(tmp_path, capsys):
         code = cli.main(
             ["run", *dead, "--results", str(tmp_path), "--run-id", "dead", "--ready-timeout", "0.3", "--no-publish", "--no-progress"]
         )
-    assert code == cli.EXIT_NOT_READY
+    assert code == commands.EXIT_NOT_READY
     err = capsys.readouterr().err
     assert "not ready after 0.3 s: qwen-vllm at http://127.0.0.1:9: unreachable" in err
     assert json.loads(RunStore(LocalStore(tmp_path), "dead").read("run.json"))["status"] == "not-ready"
@@ -368,7 +368,7 @@ def test_a_failed_publish_keeps_the_batches_and_publish_sends_only_those(servers
     real_make_client = cloudwatch.make_client
     monkeypatch.setattr(cloudwatch, "make_client", lambda region: Refusing())
     code = cli.main(run_args(*servers, tmp_path, "--test-case", "json", "--run-id", "denied"))
-    assert code == cli.EXIT_UNPUBLISHED
+    assert code == commands.EXIT_UNPUBLISHED
     assert "NOT PUBLISHED" in capsys.readouterr().out
     store = RunStore(LocalStore(tmp_path), "denied")
     kept = json.loads(store.read("unpublished.json"))
@@ -457,7 +457,7 @@ def test_a_non_sse_answer_records_status_and_content_type_and_a_dead_service_exi
     with html_server() as url:
         args = ["run", "--endpoint", f"qwen-vllm={servers[0].url}", "--endpoint", f"qwen-sd-vllm={url}", "--results", str(tmp_path)]
         code = cli.main([*args, "--test-case", "json", "--run-id", "h", "--output-tokens", "20", "--no-publish", "--no-progress"])
-    assert code == cli.EXIT_SERVICE_FAILED
+    assert code == commands.EXIT_SERVICE_FAILED
     _, records = stored(tmp_path, "h")
     failed = [r for r in records if not r.ok]
     assert len(records) == 16 and {r.variant for r in failed} == {"qwen-sd-vllm"} and len(failed) == 8
@@ -479,9 +479,9 @@ def test_publish_without_region_or_credentials_is_one_line(tmp_path, monkeypatch
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     store = RunStore(LocalStore(tmp_path), "r")
     store.write("run.json", "{}")
-    assert cli.main(["publish", str(tmp_path / "r")]) == cli.EXIT_CRASHED
+    assert cli.main(["publish", str(tmp_path / "r")]) == commands.EXIT_CRASHED
     assert capsys.readouterr().err == "specbench: not published: no AWS region: pass --region or set AWS_REGION\n"
-    assert cli.main(["publish", str(tmp_path / "r"), "--region", "us-east-2"]) == cli.EXIT_CRASHED
+    assert cli.main(["publish", str(tmp_path / "r"), "--region", "us-east-2"]) == commands.EXIT_CRASHED
     err = capsys.readouterr().err
     assert err == "specbench: not published: no AWS credentials found (environment, profile, Pod Identity or instance role)\n"
 
@@ -493,7 +493,7 @@ def test_emulate_on_a_port_in_use_is_one_line(capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert cli.main(["emulate", "--baseline-port", str(port), "--only", "baseline"]) == cli.EXIT_CRASHED
+        assert cli.main(["emulate", "--baseline-port", str(port), "--only", "baseline"]) == commands.EXIT_CRASHED
     err = capsys.readouterr().err
     assert err.startswith("specbench emulate: [Errno 98] error while attempting to bind on address") and err.count("\n") == 1
 
@@ -520,7 +520,7 @@ def test_sigterm_stores_requests_in_flight_as_interrupted_and_counts_match_the_f
         _, err = process.communicate(timeout=30)
     finally:
         process.kill()
-    assert process.returncode == cli.EXIT_CRASHED
+    assert process.returncode == commands.EXIT_CRASHED
     assert f"interrupted: what completed is stored in {tmp_path / 'term'} (requests in flight recorded as interrupted)" in err
     assert "Traceback" not in err
     store, records = stored(tmp_path, "term")

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -261,3 +262,41 @@ def test_main_parses_with_one_parser_and_no_call_shares_a_list_with_the_next(arg
     assert all(getattr(first, name) is not getattr(second, name) for name in lists)
     assert argv[0] not in ("run", "plan", "predict") or "test_case" in lists or "context" in lists
     assert cli._shared_parser() is cli._shared_parser()
+
+
+def test_help_lists_every_command_as_its_module_registers_it():
+    """--help comes from cli.COMMANDS without importing a command's module: the table's help, names
+    and order are what the modules' own register() give, and a command's parser is the same whether
+    it is built alone (as main() builds it) or beside every other."""
+    assert cli.parser(()).format_help() == cli.parser().format_help()
+    full = cli.parser()._subparsers._group_actions[0].choices  # argparse keeps the subparsers here
+    assert list(full) == [name for name, _, _ in cli.COMMANDS]
+    for name in full:
+        alone = cli.parser((name,))._subparsers._group_actions[0].choices[name]
+        assert alone.format_help() == full[name].format_help(), name
+
+
+LOADED = """
+import json, sys
+from specbench import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "commands"),
+    [(["--help"], []), (["run", "--help"], ["common", "run"]), (["sweep", "control", "--help"], ["common", "sweep"])],
+    ids=["help", "run", "sweep-control"],
+)
+def test_only_the_chosen_commands_module_is_imported(argv, commands):
+    """`specbench run` never imports the report's matplotlib, the emulator or config/ (issue 35)."""
+    root = Path(cli.__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", LOADED, *argv], cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.splitlines()[-1])
+    assert [m.removeprefix("specbench.commands.") for m in loaded if m.startswith("specbench.commands.")] == commands
+    assert not [m for m in loaded if m.split(".")[0] in ("matplotlib", "config") or m.startswith("specbench.emulator")]

@@ -32,8 +32,8 @@ RANGES: list[tuple[str, int, int, dict[str, object]]] = [
     ("serving.max_model_len", 128, 131072, {"benchmark.input_tokens": 64, "benchmark.output_tokens": 64}),
     ("serving.memory_gib_per_service", 16, 16384, {"serving.shm_gib": 8}),
     ("serving.startup_timeout_minutes", 5, 1440, {}),
-    ("benchmark.input_tokens", 1, 131072, {"serving.max_model_len": 131072, "benchmark.output_tokens": 1}),
-    ("benchmark.output_tokens", 1, 131072, {"serving.max_model_len": 131072, "benchmark.input_tokens": 1}),
+    ("benchmark.input_tokens", 1, 131072, {"serving.max_model_len": 131072, "serving.max_num_seqs": 1, "benchmark.output_tokens": 1}),
+    ("benchmark.output_tokens", 1, 131072, {"serving.max_model_len": 131072, "serving.max_num_seqs": 1, "benchmark.input_tokens": 1}),
     ("benchmark.concurrent_requests", 1, 1024, {}),
     ("benchmark.requests_per_test_case", 1, 100000, {}),
     ("benchmark.seed", 0, 2**32 - 1, {}),
@@ -792,3 +792,21 @@ MORE_CASES: list[tuple[dict[str, object], list[str]]] = [
 @pytest.mark.parametrize(("context", "expected"), MORE_CASES)
 def test_more_exact_lines(context: dict[str, object], expected: list[str]) -> None:
     assert lines(context) == expected
+
+
+# Qwen3-32B (64 layers, 8 KV heads x 128, BF16): 64 x 8 x 128 x 2 (K, V) x 2 bytes = 262,144 bytes of KV
+# a token, 1 KV head of 8 per rank at TP 32: 32,768 bytes a rank; Qwen3-1.7B (28 layers, 8 x 128):
+# 114,688 bytes a token, 14,336 a rank. 4 sequences x 32,768 tokens = 131,072 tokens: 4.00 GiB target
+# KV + 1.75 GiB draft KV per rank, with 2.03 + 0.15 GiB of weights and the 2.19 GiB reserve: 10.12 GiB
+# of a logical core's 24 GiB (96 GiB / 4). 131,072 tokens a sequence is 4x that KV: 27.37 GiB.
+def test_services_must_fit_hbm_per_rank() -> None:
+    assert lines({"serving.max_model_len": 32768}) == []
+    refused = lines({"serving.max_model_len": 131072})
+    assert len(refused) == 1
+    assert refused[0].startswith("serving.max_model_len=131072: with serving.max_num_seqs=4 at TP 32, service qwen-sd-vllm")
+    assert "KV 16.00 (524288 tokens, 1 KV head(s) per rank) + draft weights 0.15 + draft KV 7.00" in refused[0]
+    assert "= 27.37 GiB > 24.00 GiB HBM per logical core" in refused[0]
+    # The baseline alone at that length fits (2.03 + 16.00 + 2.19 = 20.22 GiB): only the speculative service is named.
+    assert "qwen-vllm " not in refused[0]
+    # One sequence of 131,072 tokens fits beside the draft.
+    assert lines({"serving.max_model_len": 131072, "serving.max_num_seqs": 1}) == []

@@ -168,15 +168,16 @@ def test_the_price_defaults_to_the_catalog_entry_of_its_region_and_mode_and_is_o
 
 def test_the_cli_flags_validate_the_price_in_one_line(capsys) -> None:
     from specbench import cli
+    from specbench.commands import common
 
     for command in (["report", "some-run"], ["sweep-report", "--sweep-id", "x"], ["run"]):
         with pytest.raises(SystemExit) as exit_:
             cli.main([*command, "--node-price-per-hour", "-1"])
         assert exit_.value.code == 2
         assert "--node-price-per-hour" in capsys.readouterr().err
-    settings = cli.with_price({"cost": {"servers_per_node": 2}}, 20.0, "flag")
+    settings = common.with_price({"cost": {"servers_per_node": 2}}, 20.0, "flag")
     assert settings["cost"] == {"servers_per_node": 2, "node_price_per_hour": 20.0, "price_source": "flag"}
-    assert cost.recorded_price(cli.with_price({}, 0.0, "flag")) == cost.NodePrice(None, "no price (flag 0): cost not computed")
+    assert cost.recorded_price(common.with_price({}, 0.0, "flag")) == cost.NodePrice(None, "no price (flag 0): cost not computed")
 
 
 # --- end to end: a paced server of known throughput ----------------------------------------------

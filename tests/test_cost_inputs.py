@@ -16,6 +16,7 @@ from config.cost import node_price
 from specbench import cli
 from specbench.analysis import cost, prices
 from specbench.analysis.aggregate import summarize_run
+from specbench.commands import common
 from specbench.outputs.publish import throughput_datums
 from specbench.prompts.suite import SuiteError, parse_suite
 from specbench.results import runfiles
@@ -311,9 +312,9 @@ def test_a_cost_section_that_is_not_an_object_is_no_price_and_no_recorded_server
         "not recorded in the run: taken as 1 server per node",
     )
     with pytest.raises(ValueError, match=r"^--settings: cost is \w+, expected an object"):
-        cli.with_price({"cost": damaged}, None, "flag")
+        common.with_price({"cost": damaged}, None, "flag")
 
 
 def test_a_flag_price_replaces_a_bad_price_in_the_settings():
-    given = cli.with_price({"cost": {"node_price_per_hour": -1, "instance_type": "trn2.48xlarge"}}, 20.0, "flag")
+    given = common.with_price({"cost": {"node_price_per_hour": -1, "instance_type": "trn2.48xlarge"}}, 20.0, "flag")
     assert cost.recorded_price(given) == cost.NodePrice(20.0, "flag")

@@ -22,7 +22,7 @@ from specbench import cli
 from specbench.analysis import aggregate
 from specbench.analysis.sweep import CONCURRENCY, Load
 from specbench.aws_retry import Retrier
-from specbench.outputs import dashboard, publish, report, sweep_report
+from specbench.outputs import dashboard, deployment_state, publish, report, sweep_report
 from specbench.results import runfiles, validity
 from specbench.results.records import RequestRecord
 from specbench.results.store import LocalStore, RunStore, S3Store
@@ -250,6 +250,9 @@ def refresh(s3, cloudwatch, run_id: str) -> dict:
     return handler.refresh({"run_id": run_id}, SETTINGS, s3, cloudwatch, retrier=Retrier(sleep=lambda s: None), now=now)
 
 
+ROW = len(deployment_state.row(None, handler.dashboard_settings(SETTINGS, [])))  # the widgets above the run's header
+
+
 def put_body(cloudwatch) -> dict:
     return json.loads(cloudwatch.get_dashboard(DashboardName=SETTINGS.dashboard_name)["DashboardBody"])
 
@@ -282,7 +285,7 @@ def test_the_lambda_refreshes_a_damaged_run_and_counts_what_it_skipped(tmp_path,
     body = check_refresh(result, cloudwatch)
     assert result["data_quality"]["skipped"] == 1
     assert result["data_quality"]["records_used"] + result["data_quality"]["records_skipped"] == damage.stored_lines(run_dir)
-    header = body["widgets"][0]["properties"]["markdown"]
+    header = body["widgets"][ROW]["properties"]["markdown"]  # the run's header, under the Deployment state row
     assert "data quality" in header and (which.file in header or which.file.replace("_", "\\_") in header)
 
 
@@ -391,7 +394,7 @@ def test_a_run_whose_every_record_was_damaged_says_so_on_the_dashboard(aws):
     for case in damage.CASES:
         store.write(f"records/{case.name}.jsonl", store.read(f"records/{case.name}.jsonl").replace('"ttft_s":', '"ttft_s":"'))
     result = refresh(s3, cloudwatch, store.run_id)
-    header = check_refresh(result, cloudwatch)["widgets"][0]["properties"]["markdown"]
+    header = check_refresh(result, cloudwatch)["widgets"][ROW]["properties"]["markdown"]
     assert result["completeness"] == "no data" and result["data_quality"]["records_skipped"] == 4
     assert "data quality: 4 of 4 stored records" in header and "records/counting.jsonl:1: not valid JSON" in header
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from specbench.analysis import aggregate
-from specbench.outputs import dashboard
+from specbench.outputs import dashboard, deployment_state
 from specbench.results import runfiles
 from specbench.results.store import LocalStore, RunStore
 from tests import runs
@@ -40,12 +41,22 @@ def metric_widgets(body: dict, title_start: str) -> list[dict]:
     return [w for w in body["widgets"] if w["type"] == "metric" and w["properties"]["title"].startswith(title_start)]
 
 
+ROW = 5  # the Deployment state row on top: state table, node-hours and wait graphs, sweep table, pods graph
+
+
+def run_widgets(body: dict) -> list[dict]:
+    """The widgets under the Deployment state row: the run's header first."""
+    return body["widgets"][ROW:]
+
+
 def test_complete_body_follows_cloudwatch_rules(complete):
     body = dashboard.body(complete, SETTINGS)
     assert dashboard.problems(SETTINGS.name, body) == []
-    # header, speedup and percentile tables, per prompt class (2) a cost table and a cost graph, 4 latency
-    # bars, TPOT over time, published speedups, 3 acceptance (/metrics rate and length, stream length), errors, 3 Neuron
-    assert len(body["widgets"]) == 16 + 2 * 2
+    # the deployment row; header, speedup and percentile tables, per prompt class (2) a cost table and a cost
+    # graph, 4 latency bars, TPOT over time, published speedups, 3 acceptance (/metrics rate and length, stream
+    # length), errors, 3 Neuron
+    assert len(body["widgets"]) == ROW + 16 + 2 * 2
+    assert body["widgets"][0]["properties"]["markdown"].startswith("## Deployment state") and body["widgets"][0]["y"] == 0
     assert body["start"] == "-PT24H"
 
 
@@ -72,7 +83,7 @@ def test_latency_bars_put_both_services_side_by_side_per_test_case(complete, met
 
 def test_header_and_speedup_table_carry_the_run(complete):
     body = dashboard.body(complete, SETTINGS)
-    header, table = (w["properties"]["markdown"] for w in body["widgets"][:2])
+    header, table = (w["properties"]["markdown"] for w in run_widgets(body)[:2])
     assert complete.verdict in header.replace("\\", "") and "PARTIAL" not in header
     assert "Qwen/Qwen3-1.7B, k=7" in header.replace("\\", "")
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
@@ -100,16 +111,17 @@ def test_partial_run_is_shown_as_partial(tmp_path):
     summary = summarize(tmp_path, cases=runs.CASES[:2], planned=runs.CASES, status="running")
     body = dashboard.body(summary, SETTINGS)
     assert dashboard.problems(SETTINGS.name, body) == []
-    assert "**PARTIAL DATA**" in body["widgets"][0]["properties"]["markdown"]
-    assert "no results yet for 2 test case" in body["widgets"][0]["properties"]["markdown"]
+    assert "**PARTIAL DATA**" in run_widgets(body)[0]["properties"]["markdown"]
+    assert "no results yet for 2 test case" in run_widgets(body)[0]["properties"]["markdown"]
 
 
 def test_no_data_yet(tmp_path):
     body = dashboard.body(None, SETTINGS)
     assert dashboard.problems(SETTINGS.name, body) == []
-    assert "No data yet" in body["widgets"][0]["properties"]["markdown"]
-    # the header and the Neuron widgets (the cluster is worth watching before any run)
-    assert [w["type"] for w in body["widgets"]] == ["text", "metric", "metric", "metric"]
+    assert "No data yet" in run_widgets(body)[0]["properties"]["markdown"]
+    # the deployment row, the header and the Neuron widgets (the cluster is worth watching before any run)
+    assert [w["type"] for w in run_widgets(body)] == ["text", "metric", "metric", "metric"]
+    assert [w["type"] for w in body["widgets"][:ROW]] == ["text", "metric", "metric", "text", "metric"]
 
 
 def test_live_figures_fill_the_table_when_no_run_is_stored():
@@ -122,7 +134,7 @@ def test_live_figures_fill_the_table_when_no_run_is_stored():
     }
     body = dashboard.body(None, settings, live)
     assert dashboard.problems(settings.name, body) == []
-    table = body["widgets"][1]["properties"]["markdown"]
+    table = run_widgets(body)[1]["properties"]["markdown"]
     assert "| counting (structured) | qwen-sd-vllm | 3.00x | - |" in table and "no stored run found" in table
     (widget,) = metric_widgets(body, "End-to-end")
     assert [e[3] for e in widget["properties"]["metrics"]] == [runs.BASELINE, runs.SPECULATIVE]
@@ -231,3 +243,180 @@ def test_a_cost_widget_per_prompt_class_with_the_price_used(complete):
     assert len(graphs) == 2
     names = {(e[1], e[5]) for e in graphs[0]["properties"]["metrics"]}
     assert names == {(m, "structured") for m in ("CostPerMillionOutputTokens", "OutputTokensPerSecondPerNode")}
+
+
+# --- the Deployment state row (specbench/outputs/deployment_state.py) -------------------------------
+
+NOW = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+
+
+def figure(value: float, minutes_ago: float = 1.0) -> deployment_state.Figure:
+    return deployment_state.Figure(value, NOW - timedelta(minutes=minutes_ago))
+
+
+def deployment(**changes) -> deployment_state.Deployment:
+    """Four services: ready, waiting (reported a minute ago), failed, and one whose Job stopped reporting."""
+    ds = deployment_state
+    figures = {
+        (ds.SERVICE_STATE, "ready-svc"): figure(ds.READY, 30),
+        (ds.SERVICE_WAIT, "ready-svc"): figure(754.0, 30),
+        (ds.POD_READY, "ready-svc"): figure(1),
+        (ds.POD_RUNNING, "ready-svc"): figure(1),
+        (ds.SERVICE_STATE, "compiling-svc"): figure(ds.WAITING),
+        (ds.SERVICE_WAIT, "compiling-svc"): figure(2830.0),
+        (ds.POD_RUNNING, "compiling-svc"): figure(1),
+        (ds.POD_READY, "compiling-svc"): figure(0),
+        (ds.SERVICE_STATE, "failed-svc"): figure(ds.FAILED, 120),
+        (ds.SERVICE_WAIT, "failed-svc"): figure(3900.0, 120),
+        (ds.POD_PENDING, "failed-svc"): figure(1),
+        (ds.SERVICE_STATE, "gone-svc"): figure(ds.WAITING, 20),
+        (ds.SERVICE_WAIT, "gone-svc"): figure(600.0, 20),
+        (ds.NODE_HOURS, ""): figure(12.34, 5),
+        (ds.NODES_UP, ""): figure(1, 5),
+    }
+    values = {"now": NOW, "services": ("ready-svc", "compiling-svc", "failed-svc", "gone-svc", "silent-svc"), "figures": figures}
+    return deployment_state.Deployment(**{**values, **changes})
+
+
+ROW_SETTINGS = dashboard.DashboardSettings(**{**SETTINGS.__dict__, "budget_node_hours": 48.0})
+
+
+def test_the_row_says_each_services_state_with_its_elapsed_time():
+    text = deployment_state.services_markdown(deployment(), ROW_SETTINGS).replace("\\", "")
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ") and "---" not in line}
+    assert "**ready** after 12 min (10:30 UTC, 30 min ago)" in rows["ready-svc"] and rows["ready-svc"].endswith(
+        "| ready (10:59 UTC, 1 min ago) |"
+    )
+    assert "**waiting** 47 min: not answering yet (first start or compiling)" in rows["compiling-svc"]
+    assert "running, not ready: loading weights or compiling" in rows["compiling-svc"]
+    assert "**failed** after 1 h 05 min waiting" in rows["failed-svc"] and "pending: no Neuron node yet" in rows["failed-svc"]
+    assert "the Job stopped reporting" in rows["gone-svc"]  # 20 min without a report while waiting
+    assert "no report in the window" in rows["silent-svc"] and "no figure (Container Insights" in rows["silent-svc"]
+    assert "**Neuron node-hours: 12.3 of 48** (26% of budget.node_hours) · Neuron nodes up: 1" in text
+    assert text.startswith("## Deployment state\n\nAs of 2026-11-29 11:00 UTC")
+
+
+def test_a_waiting_service_is_stale_only_past_three_reports_and_the_reads_period():
+    """A figure's time is its period's start: with 15-minute periods (a 360-hour lookback) a report
+    5 minutes old is current; with 1-minute periods it means the Job stopped reporting."""
+    ds = deployment_state
+    figures = {(ds.SERVICE_STATE, "s"): figure(ds.WAITING, 5), (ds.SERVICE_WAIT, "s"): figure(300.0, 5)}
+    assert "**waiting** 5 min" in deployment_state.services_markdown(deployment(services=("s",), figures=figures, period_s=900), SETTINGS)
+    assert "the Job stopped reporting" in deployment_state.services_markdown(deployment(services=("s",), figures=figures), SETTINGS)
+
+
+def test_the_row_says_over_budget_no_budget_and_no_figure():
+    over = deployment(figures={(deployment_state.NODE_HOURS, ""): figure(50.0)})
+    assert "over budget: the cost guard keeps the Neuron node group at 0" in deployment_state.services_markdown(over, ROW_SETTINGS)
+    unbudgeted = dashboard.DashboardSettings(**{**SETTINGS.__dict__, "budget_node_hours": 0.0})
+    assert "(no budget: budget.node_hours = 0)" in deployment_state.services_markdown(over, unbudgeted)
+    none = deployment_state.services_markdown(deployment(figures={}), ROW_SETTINGS)
+    assert "Neuron node-hours: no figure in the last 24 h" in none
+    failed = deployment_state.services_markdown(deployment(error="CloudWatch GetMetricData AccessDenied: no"), ROW_SETTINGS)
+    assert "**Not everything could be read:** CloudWatch GetMetricData AccessDenied: no" in failed
+
+
+def test_the_node_hours_graph_draws_the_budget_and_the_nodes_up():
+    graph = deployment_state.node_hours_graph(ROW_SETTINGS)["properties"]
+    assert [e[1] for e in graph["metrics"]] == ["NeuronNodeHours", "NeuronNodesUp"]
+    assert all(e[2:4] == ["ClusterName", "specdecode-trn2"] for e in graph["metrics"]) and graph["metrics"][1][-1]["yAxis"] == "right"
+    assert graph["annotations"] == {"horizontal": [{"value": 48.0, "label": "budget 48 (budget.node_hours)", "color": "#d62728"}]}
+    assert deployment_state.node_hours_graph(SETTINGS)["properties"]["annotations"] == {}  # no budget, no line
+
+
+def test_the_wait_and_pod_graphs_search_what_is_published():
+    wait = deployment_state.wait_graph(SETTINGS)["properties"]["metrics"][0][0]["expression"]
+    assert wait == """SEARCH('{"Qwen/LLMPerf",Variant} MetricName="ServiceWaitSeconds"', 'Maximum', 60)"""
+    pods = deployment_state.pods_graph(SETTINGS)["properties"]["metrics"][0][0]["expression"]
+    assert '{ContainerInsights,ClusterName,Namespace,PodName} ClusterName="specdecode-trn2" Namespace="specdecode"' in pods
+    assert all(f'MetricName="{m}"' in pods for m in ("pod_status_pending", "pod_status_running", "pod_status_ready"))
+
+
+def test_the_row_is_on_top_and_follows_cloudwatch_rules(complete):
+    body = dashboard.body(complete, ROW_SETTINGS, deployment=deployment())
+    assert dashboard.problems(SETTINGS.name, body) == []
+    top = body["widgets"][:ROW]
+    assert [(w["x"], w["y"], w["width"]) for w in top] == [
+        (0, 0, 12),
+        (12, 0, 6),
+        (18, 0, 6),
+        (0, top[0]["height"], 16),
+        (16, top[0]["height"], 8),
+    ]
+    assert run_widgets(body)[0]["y"] == top[0]["height"] + top[3]["height"]  # the run's header right under the row
+    assert "**Neuron node-hours: 12.3 of 48**" in top[0]["properties"]["markdown"]
+
+
+def test_a_rehearsal_row_says_rehearsal():
+    rehearsal = dashboard.DashboardSettings(**{**SETTINGS.__dict__, "profile": "rehearsal"})
+    widgets = [w for _, _, w in deployment_state.row(deployment(), rehearsal)]
+    titles = [w["properties"].get("title") or w["properties"]["markdown"].splitlines()[0] for w in widgets]
+    assert titles[0] == "## REHEARSAL: Deployment state" and titles[3] == "## REHEARSAL: Sweep stages"
+    assert all(t.startswith("REHEARSAL: ") for t in (titles[1], titles[2], titles[4]))
+    assert not any("REHEARSAL" in str(w) for _, _, w in deployment_state.row(deployment(), SETTINGS))
+
+
+def test_before_the_first_refresh_the_row_says_it_is_not_read_yet():
+    text, sweep = (deployment_state.services_markdown(None, SETTINGS), deployment_state.sweep_markdown(None, SETTINGS))
+    assert "Not read yet" in text and "The graphs beside are live" in text and "Not read yet" in sweep
+
+
+def stage_doc(after: int, proposed: list[str], decided: bool, so_far: float, budget: float = 40.0) -> dict:
+    return {
+        "after_stage": after,
+        "decisions": {"c1": {"made": decided, "best": "Qwen/Qwen3-1.7B k=5", "undecided": [] if decided else ["a", "b"]}},
+        "next_stage": {
+            "stage": after + 1 if proposed else None,
+            "variants": [{"name": p.rsplit("-", 1)[0]} for p in proposed],
+            "points": proposed,
+        },
+        "node_hours": {
+            "stage_one": 3.5,
+            "next_stage": 2.0 if proposed else 0.0,
+            "so_far": so_far,
+            "expected": 8.0,
+            "worst": 20.0,
+            "budget": budget,
+        },
+    }
+
+
+def test_sweep_progress_counts_stages_points_decisions_and_node_hours():
+    stored = (("baseline-c1", "baseline"), ("q17-k7-c1", "q17-k7"), ("baseline-last-c1", "baseline"))
+    points = [deployment_state.PointRun(point, variant, "completed") for point, variant in stored]
+    points += [deployment_state.PointRun("q17-k5-c1", "q17-k5", "running")]
+    docs = [stage_doc(1, ["q17-k5-c1", "q17-k6-c1"], False, 5.5)]
+    progress = deployment_state.sweep_progress("sw", points, docs, (deployment_state.STAGED, 3, 3.5))
+    one, two = progress.rows
+    assert (one.stage, one.completed, one.planned, one.state, one.node_hours) == (1, 3, 3, "done", 3.5)
+    assert one.variants == ("baseline", "q17-k7") and one.decisions == "c1 open (2 not ruled out)"
+    assert (two.stage, two.variants, two.completed, two.running, two.planned, two.state, two.node_hours) == (
+        2,
+        ("q17-k5", "q17-k6"),
+        0,
+        1,
+        2,
+        "running",
+        2.0,
+    )
+    assert progress.total == "5.5 node-hours planned so far (plan: expected 8.0, worst case 20.0, sweep budget 40.0)"
+    over = deployment_state.sweep_progress("sw", points[:3], [stage_doc(1, ["q17-k5-c1"], False, 45.0)])
+    assert over.rows[1].state == "not started: over sweep.budget_node_hours"
+    done = deployment_state.sweep_progress("sw", points[:3], [stage_doc(1, [], True, 3.5)])
+    assert done.outcome == "every decision is made after stage 1" and done.rows[0].decisions == "c1 decided: Qwen/Qwen3-1.7B k=5"
+    grid = deployment_state.sweep_progress("g", points[:2], [], (deployment_state.GRID, 6, 9.0))
+    assert (grid.strategy, grid.rows[0].planned, grid.rows[0].state) == ("grid", 6, "partly measured (2 of 6 stored)")
+
+
+def test_the_sweep_table_and_what_it_says_without_a_sweep():
+    progress = deployment_state.sweep_progress(
+        "sw", [deployment_state.PointRun("baseline-c1", "baseline", "failed")], [], (deployment_state.STAGED, 4, 3.5)
+    )
+    text = deployment_state.sweep_markdown(deployment(sweeps=(progress,), sweep_strategy=deployment_state.STAGED), SETTINGS)
+    assert "| 1 | baseline | 0 / 4 (1 failed or stopped) | - | 3.5 | partly measured (1 of 4 stored) |" in text.replace("\\", "")
+    none = deployment_state.sweep_markdown(deployment(), SETTINGS)
+    assert "No sweep configured (`sweep.variants` is empty) and none stored: nothing done, nothing planned." in none
+    waiting = deployment_state.sweep_markdown(
+        deployment(sweep_strategy=deployment_state.GRID, first_job_points=12, first_job_node_hours=9.25), SETTINGS
+    )
+    assert "A grid sweep is configured (its first Job: 12 points, 9.2 node-hours planned)" in waiting and "not started" in waiting

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from specbench import cli
+from specbench import cli, commands
 from specbench.results.records import ERROR_KINDS, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 from tests.faultserver import CONTENT, GOOD, MODEL, FaultServer, Reply, event, good_events, sse, stream, usage
@@ -268,7 +268,7 @@ def test_an_endpoint_that_fails_every_request_is_stopped_and_the_other_goes_on(t
         sent = faulty.completions
     out = capsys.readouterr().out
     records, run = stored(tmp_path)
-    assert code == cli.EXIT_SERVICE_FAILED  # completed, but every request of a service failed
+    assert code == commands.EXIT_SERVICE_FAILED  # completed, but every request of a service failed
     assert run["status"] == "completed" and len(records) == 2 * 2 * requests
     assert_counts_match(records, run)
     spec = sorted((r for r in records if r.variant == "qwen-sd-vllm"), key=lambda r: (r.test_case != "counting", r.request_index))

@@ -1,10 +1,9 @@
-"""The hardware-facts check (charts/scripts/hardware_facts.py): the pure check on sample outputs,
+"""The hardware-facts check (specbench/hardware/facts.py): the pure check on sample outputs,
 the collector against real files standing in for /sys, /dev and neuron-ls, the gate's exit codes,
 and the Job and gate as the sweep chart renders them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import stat
 import sys
@@ -14,14 +13,12 @@ from netpol import Pod, allowed
 from pss import violations
 
 from charts import benchmark_spec, hardware_facts, serving_plan
+from charts.code import RUN_MODULE, ZIP
 from charts.network import network_policies
-from charts.sweep import FACTS, sweep_objects, sweep_spec
+from charts.sweep import sweep_objects, sweep_spec
 from config import load_config
 from conftest import BUCKET
-
-spec = importlib.util.spec_from_file_location("hardware_facts_script", FACTS)
-facts_script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(facts_script)  # type: ignore[union-attr]
+from specbench.hardware import facts as facts_script
 
 # `neuron-ls --json-output` as a public Neuron plugin's tests keep it verbatim (trn1.2xlarge, tools
 # 2.28.23.0): an array of devices; connected_to is null on a one-device instance.
@@ -244,7 +241,8 @@ def rendered(request):
 
 
 def test_the_exit_codes_agree():
-    assert (hardware_facts.MISMATCH, hardware_facts.NO_FACTS) == (facts_script.MISMATCH, facts_script.NO_FACTS)
+    """The FailJob rules name the module's own codes (charts/hardware_facts.py imports them)."""
+    assert (hardware_facts.MISMATCH, hardware_facts.NO_FACTS) == (facts_script.MISMATCH, facts_script.NO_FACTS) == (4, 5)
 
 
 def test_the_probe_asks_for_devices_as_the_sweep_layout_does(rendered):
@@ -264,7 +262,8 @@ def test_the_probe_asks_for_devices_as_the_sweep_layout_does(rendered):
         assert probe in pod["initContainers"] and probe["restartPolicy"] == "Always" and "--then-wait" in command
         assert [c["name"] for c in pod["containers"]] == ["upload"]
     else:
-        assert [c["name"] for c in pod["containers"]] == ["probe", "upload"] and "initContainers" not in pod
+        assert [c["name"] for c in pod["containers"]] == ["probe", "upload"]
+        assert [c["name"] for c in pod["initContainers"]] == ["fetch-code"]
     (upload,) = [c for c in pod["containers"] if c["name"] == "upload"]
     assert f'"s3://{BUCKET}/results/hardware-facts/$NODE_NAME.json"' in upload["command"][2]
     assert violations(pod, "baseline") == []
@@ -275,16 +274,18 @@ def test_a_contradicting_fact_fails_the_sweep_job_at_once(rendered):
     _, _, sweep = rendered
     pod = sweep["spec"]["template"]["spec"]
     names = [c["name"] for c in pod["initContainers"]]
-    assert names[:3] == ["wait-for-model-cache", "fetch-hardware-facts", "check-hardware-facts"]
-    check = pod["initContainers"][2]
-    assert check["command"][:3] == ["python", "/opt/sweep/hardware_facts.py", "check"] and check["command"][-1] == "/gate"
+    assert names[:4] == ["fetch-code", "wait-for-model-cache", "fetch-hardware-facts", "check-hardware-facts"]
+    check = pod["initContainers"][3]
+    # The module of the zip the pod's first init container checked (charts/code.py).
+    assert check["command"][:6] == ["python", "-c", RUN_MODULE, ZIP, "specbench.hardware.facts", "check"]
+    assert check["command"][-1] == "/gate" and {"name": "specbench-code", "mountPath": "/code", "readOnly": True} in check["volumeMounts"]
     assert sweep["spec"]["podFailurePolicy"] == {
         "rules": [
             {"action": "FailJob", "onExitCodes": {"containerName": n, "operator": "In", "values": [4, 5]}}
             for n in ("fetch-hardware-facts", "check-hardware-facts")
         ]
     }
-    gate_only = {**pod, "initContainers": pod["initContainers"][1:3], "containers": [], "volumes": pod["volumes"]}
+    gate_only = {**pod, "initContainers": pod["initContainers"][2:4], "containers": [], "volumes": pod["volumes"]}
     assert violations(gate_only, "restricted") == []
 
 

@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import resource
 
-from charts.sweep import FACTS
-
-spec = importlib.util.spec_from_file_location("hardware_facts_script_memlock", FACTS)
-facts_script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(facts_script)  # type: ignore[union-attr]
+from specbench.hardware import facts as facts_script
 
 EXPECT = {"devices_per_node": 16, "lnc": 2, "requested": 8}
 

@@ -1,18 +1,14 @@
-"""The model-cache fill script (runs in the cluster), driven here with a fake Hub on local disk."""
+"""The model-cache fill (specbench/model_cache/fill.py, run in the cluster from the code asset),
+driven here with a fake Hub on local disk."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from charts.model_cache import SCRIPT
-
-spec = importlib.util.spec_from_file_location("fill_model_cache", SCRIPT)
-fill = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fill)  # type: ignore[union-attr]
+from specbench.model_cache import fill
 
 FILES = {
     "config.json": b"{}",

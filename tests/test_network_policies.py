@@ -12,7 +12,7 @@ import pytest
 from netpol import Pod, allowed, connects, matches, selects
 
 from charts import serving_plan
-from charts.network import CLIENT_LABEL, IMDS_CIDRS, POD_IDENTITY_AGENT
+from charts.network import CLIENT_LABEL, IMDS_CIDRS, POD_IDENTITY_AGENT, SWEEP_CONTROL
 from charts.vllm import deployment
 from config import catalog, layout, load_config
 from conftest import BUCKET
@@ -63,13 +63,13 @@ def test_every_pod_the_charts_render_is_known(pods, config):
 def test_policies_are_applied_with_the_namespace_before_any_pod(dist):
     first = next(iter(dist.values()))
     kinds = [o["kind"] for o in first]
-    assert kinds[:4] == ["Namespace", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
+    assert kinds[:5] == ["Namespace", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]
     assert all(o["kind"] != "NetworkPolicy" for objects in list(dist.values())[1:] for o in objects)
 
 
 @pytest.mark.parametrize("version", catalog.SUPPORTED_KUBERNETES_VERSIONS)
 def test_policies_pass_strict_schema_validation(policies, version):
-    assert len(policies) == 3
+    assert len(policies) == 4
     for policy in policies:
         kubernetes_validate.validate(policy, f"{version}.0", strict=True)
 
@@ -80,10 +80,14 @@ def test_selectors_match_exactly_the_pods_they_mean(pods, policies, config):
     assert targets == {f"Deployment/{config.serving.baseline_service}", f"Deployment/{config.serving.speculative_service}"}
     (client_peer,) = serving["spec"]["ingress"][0]["from"]
     clients = {name for name, pod in pods.items() if matches(client_peer["podSelector"], pod.labels)}
-    benchmark = {name for name in pods if "specbench" in name}
+    benchmark = {name for name, pod in pods.items() if pod.labels.get("app.kubernetes.io/name") == "specbench"}
     assert benchmark and clients == benchmark  # the Job and the rerun CronJob's template
-    for name in ("default-deny-ingress", "egress-except-instance-metadata"):
-        assert {n for n, pod in pods.items() if selects(_by_name(policies, name), pod)} == set(pods)
+    assert {n for n, pod in pods.items() if selects(_by_name(policies, "default-deny-ingress"), pod)} == set(pods)
+    # Egress: every pod by the namespace-wide policy but the staged sweep's controller, by its own (a
+    # pod of a staged sweep's dist; tests/test_sweep_control_chart.py runs these tests on one).
+    controller = {n for n, pod in pods.items() if pod.labels.get("app.kubernetes.io/name") == SWEEP_CONTROL}
+    assert {n for n, pod in pods.items() if selects(_by_name(policies, "egress-except-instance-metadata"), pod)} == set(pods) - controller
+    assert {n for n, pod in pods.items() if selects(_by_name(policies, f"{SWEEP_CONTROL}-egress"), pod)} == controller
 
 
 def test_only_the_benchmark_reaches_the_serving_port(pods, policies, config):
@@ -119,19 +123,29 @@ def test_no_pod_reaches_the_instance_metadata(pods, policies, imds):
         assert not allowed(policies, pod, "Egress", imds, 80), name
 
 
+# The cluster DNS Service's ClusterIP as the VPC CNI's agent sees it: its controller adds the ClusterIP
+# of a Service whose selector a rule's pod selector matches (charts/network.py sweep_control_egress),
+# so a rule naming CoreDNS's pods admits it as it admits the pods.
+COREDNS = Pod("coredns", "kube-system", {"k8s-app": "kube-dns"}, ip="172.20.0.10")
+
+
 @pytest.mark.parametrize(
-    "address, port",
+    "address, port, peer, protocol",
     [
-        (POD_IDENTITY_AGENT[0], 80),  # the Pod Identity agent: every pod's AWS credentials
-        (POD_IDENTITY_AGENT[1], 80),
-        ("172.20.0.10", 53),  # the cluster DNS Service
-        ("52.216.1.1", 443),  # S3, Secrets Manager, CloudWatch, the Hugging Face Hub, PyPI
-        ("10.0.5.5", 8000),  # a vLLM pod
+        (POD_IDENTITY_AGENT[0], 80, None, "TCP"),  # the Pod Identity agent: every pod's AWS credentials
+        (POD_IDENTITY_AGENT[1], 80, None, "TCP"),
+        (COREDNS.ip, 53, COREDNS, "UDP"),  # the cluster DNS Service
+        (COREDNS.ip, 53, COREDNS, "TCP"),
+        ("52.216.1.1", 443, None, "TCP"),  # S3, Secrets Manager, CloudWatch, the Hugging Face Hub, PyPI
+        ("10.0.5.5", 8000, None, "TCP"),  # a vLLM pod (not for the sweep controller: below)
     ],
 )
-def test_every_pod_keeps_what_it_needs(pods, policies, address, port):
+def test_every_pod_keeps_what_it_needs(pods, policies, address, port, peer, protocol):
     for name, pod in pods.items():
-        assert allowed(policies, pod, "Egress", address, port), name
+        if port == PORT and pod.labels.get("app.kubernetes.io/name") == SWEEP_CONTROL:
+            assert not allowed(policies, pod, "Egress", address, port, peer, protocol), name  # it needs no service
+            continue
+        assert allowed(policies, pod, "Egress", address, port, peer, protocol), name
 
 
 def test_the_evaluator_is_not_vacuous(pods):

@@ -88,7 +88,7 @@ def test_the_token_reading_variant_meets_restricted_too(config):
     cache = dataclasses.replace(serving_plan(config, BUCKET).model_cache, hf_token_secret_arn=secret)
     job = model_cache_objects(cache)[-1]
     pod = job["spec"]["template"]["spec"]
-    assert [c["name"] for c in pod["initContainers"]] == ["read-hf-token"]
+    assert [c["name"] for c in pod["initContainers"]] == ["fetch-code", "read-hf-token"]
     assert highest_level(pod) == "restricted"
 
 

@@ -865,6 +865,9 @@ def test_the_target_of_the_configuration():
     assert t.account == MOTO_ACCOUNT and not t.region_configured and t.neuron_zone == "us-east-2a"
     assert t.run_hours == pytest.approx((45 + 120 + 15) / 60 + hours) and "sweep plan" in t.run_source
     assert dict(t.images)["benchmark image"] == config.benchmark.image
+    # Pulled without a token secret too: every pod that runs project code fetches it with it.
+    assert not config.serving.hf_token_secret_arn
+    assert dict(t.images)["AWS CLI image (code fetch, token reader)"] == config.serving.aws_cli_image
     assert [a[0] for a in t.addons] == list(target.ADDON_SETTINGS)
 
 

@@ -157,10 +157,10 @@ def test_a_run_without_a_catalog_entry_reports_which_price_is_missing():
 
 
 def test_a_flag_price_replaces_the_entry():
-    from specbench import cli
+    from specbench.commands import common
 
     snapshot = {"cost": {"node_price_per_hour": 14.56, "price_entry": CATALOG[1].to_dict(), "instance_type": "trn2.48xlarge"}}
-    given = cli.with_price(snapshot, 30.0, "specbench run --node-price-per-hour")
+    given = common.with_price(snapshot, 30.0, "specbench run --node-price-per-hour")
     assert "price_entry" not in given["cost"]
     assert cost.recorded_price(given) == cost.NodePrice(30.0, "specbench run --node-price-per-hour")
 

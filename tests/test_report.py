@@ -16,6 +16,7 @@ from matplotlib import image
 from specbench import cli
 from specbench.analysis.aggregate import COMPLETE, NO_DATA, PARTIAL, summarize_run
 from specbench.analysis.stats import Interval
+from specbench.commands import common
 from specbench.outputs.report import chart_titles, format_interval, latency_table, speedup_table, write_report
 from specbench.results.records import RequestRecord
 from specbench.results.store import LocalStore, RunStore, open_store
@@ -301,14 +302,14 @@ def test_cli_report_of_a_stored_run(tmp_path, monkeypatch, capsys, complete):
 
 
 def test_run_argument_is_a_location_or_an_id_inside_results(tmp_path):
-    assert cli.report_store("run-1", None, None).location == "results/run-1"
-    assert cli.report_store("run-1", str(tmp_path), None).location == f"{tmp_path}/run-1"
-    assert cli.report_store(f"{tmp_path}/run-1/", None, None).location == f"{tmp_path}/run-1"
-    assert cli.report_store("s3://bucket/results/run-1", None, "us-east-2").location == "s3://bucket/results/run-1"
+    assert common.report_store("run-1", None, None).location == "results/run-1"
+    assert common.report_store("run-1", str(tmp_path), None).location == f"{tmp_path}/run-1"
+    assert common.report_store(f"{tmp_path}/run-1/", None, None).location == f"{tmp_path}/run-1"
+    assert common.report_store("s3://bucket/results/run-1", None, "us-east-2").location == "s3://bucket/results/run-1"
     with pytest.raises(ValueError, match="--results applies only to a bare run id"):
-        cli.report_store(f"{tmp_path}/run-1", str(tmp_path), None)
+        common.report_store(f"{tmp_path}/run-1", str(tmp_path), None)
     with pytest.raises(ValueError, match="expected s3://BUCKET/PREFIX/RUN_ID"):
-        cli.report_store("s3://bucket", None, "us-east-2")
+        common.report_store("s3://bucket", None, "us-east-2")
 
 
 def test_cli_report_of_a_run_in_s3_before_any_record(tmp_path, monkeypatch, capsys):

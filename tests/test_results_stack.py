@@ -27,6 +27,13 @@ ENVIRONMENT = (
     "DRAFT_COST_RATIO",
     "LOOKBACK_HOURS",
     "BOOTSTRAP_RESAMPLES",
+    # the dashboard's Deployment state row (specbench/outputs/deployment_state.py)
+    "SERVICES",
+    "BUDGET_NODE_HOURS",
+    "ENV_PROFILE",
+    "SWEEP_STRATEGY",
+    "SWEEP_FIRST_JOB_POINTS",
+    "SWEEP_FIRST_JOB_NODE_HOURS",
 )
 # What the Lambda's modules may import besides each other: the runtime ships boto3 and botocore.
 RUNTIME_PACKAGES = {"boto3", "botocore"}
@@ -70,6 +77,12 @@ def test_function_runtime_handler_architecture_and_environment(data, variant_dat
         "DRAFT_COST_RATIO": "0.1",
         "LOOKBACK_HOURS": "24",
         "BOOTSTRAP_RESAMPLES": "2000",
+        "SERVICES": "qwen-vllm,qwen-sd-vllm",
+        "BUDGET_NODE_HOURS": "48.0",
+        "ENV_PROFILE": "",
+        "SWEEP_STRATEGY": "none",
+        "SWEEP_FIRST_JOB_POINTS": "0",
+        "SWEEP_FIRST_JOB_NODE_HOURS": "0.0",
     }
     variables = props(_function(variant_data)[1])["Environment"]["Variables"]
     assert tuple(variables) == ENVIRONMENT
@@ -79,6 +92,14 @@ def test_function_runtime_handler_architecture_and_environment(data, variant_dat
         "48",
         "500",
     ]
+    # The variant's services (an extra EAGLE3 one) and its staged sweep (tests/conftest.py), as its configuration plans the first Job.
+    from config import load_config
+    from config.sweep import first_job
+    from conftest import VARIANT_CONTEXT
+
+    strategy, points, hours = first_job(load_config(VARIANT_CONTEXT, {}))
+    assert (variables["SERVICES"], variables["SWEEP_STRATEGY"]) == ("qwen-vllm,qwen-sd-vllm,qwen-sd-k4", "staged") and strategy == "staged"
+    assert (variables["SWEEP_FIRST_JOB_POINTS"], variables["SWEEP_FIRST_JOB_NODE_HOURS"]) == (str(points), str(hours)) and points > 0
 
 
 def test_function_logs_to_its_own_log_group_with_the_configured_retention(data, variant_data):
@@ -215,6 +236,7 @@ LAMBDA_MODULES = (
     "jsonfile.py",
     "outputs/__init__.py",
     "outputs/dashboard.py",
+    "outputs/deployment_state.py",
     "results/__init__.py",
     "results/records.py",
     "results/runfiles.py",
@@ -404,5 +426,9 @@ def test_the_dashboard_is_a_stack_resource_that_starts_with_no_data(data, varian
         _, resource = only(template, "AWS::CloudWatch::Dashboard")
         body = json.loads(props(resource)["DashboardBody"])
         assert props(resource)["DashboardName"] == name and dashboard.problems(name, body) == []
-        assert "No data yet" in body["widgets"][0]["properties"]["markdown"]
-        assert {w["properties"].get("region") for w in body["widgets"][1:]} == {"us-east-2"}
+        # The Deployment state row on top says it is not read yet; its graphs are live already.
+        assert "Not read yet" in body["widgets"][0]["properties"]["markdown"]
+        assert "No data yet" in body["widgets"][5]["properties"]["markdown"]
+        assert {w["properties"]["region"] for w in body["widgets"] if w["type"] == "metric"} == {"us-east-2"}
+        (graph,) = [w for w in body["widgets"] if w["properties"].get("title") == "Neuron node-hours against the budget"]
+        assert graph["properties"]["annotations"]["horizontal"][0]["value"] == 48.0

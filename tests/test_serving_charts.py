@@ -9,7 +9,7 @@ import json
 import kubernetes_validate
 import pytest
 
-from charts import VllmServiceSpec, serving_plan
+from charts import VllmServiceSpec, code, serving_plan
 from charts.dist import main as dist_main
 from charts.model_cache import model_cache_objects
 from charts.vllm import deployment
@@ -190,7 +190,8 @@ def test_hf_token_variant_passes_schema_validation(config):
     kubernetes_validate.validate(job, "1.35.0", strict=True)
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "model-cache" and "automountServiceAccountToken" not in pod
-    (init,) = pod["initContainers"]
+    fetch, init = pod["initContainers"]
+    assert fetch["name"] == "fetch-code" and init["name"] == "read-hf-token"
     assert {e["name"]: e["value"] for e in init["env"]} == {
         "SECRET": secret,
         "AWS_REGION": "us-east-2",
@@ -297,8 +298,10 @@ def test_model_cache_job_fills_every_model_once(dist, plan):
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[-2:] == ["Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B"]
     assert job["spec"]["backoffLimit"] >= 1 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
-    script = _find(dist, "ConfigMap", "model-cache-script")["data"]["fill_model_cache.py"]
-    assert "def fill_model" in script
+    # The fill runs from the code asset its first init container fetched and checked (charts/code.py).
+    assert command[:5] == ["python3", "-c", code.RUN_MODULE, code.ZIP, "specbench.model_cache.fill"]
+    assert [c["name"] for c in job["spec"]["template"]["spec"]["initContainers"]] == ["fetch-code"]
+    assert not [o for o in _objects(dist) if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "model-cache-script"]
 
 
 # --- dist command ---------------------------------------------------------------------------------

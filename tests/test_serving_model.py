@@ -27,6 +27,18 @@ def test_parameter_counts_match_the_model_cards():
     assert sm.QWEN3_1_7B.streamed_params == sm.QWEN3_1_7B.params  # tied: the one matrix is the output layer
 
 
+def test_more_qwen3_sizes_match_their_model_cards():
+    # Model cards: 14.8B (13.2B non-embedding), 8.2B (6.95B), 4.0B (3.6B); "non-embedding" leaves out the
+    # input embedding and (untied) the output layer.
+    for shape, total, non_embedding in ((sm.QWEN3_14B, 14.8, 13.2), (sm.QWEN3_8B, 8.2, 6.95), (sm.QWEN3_4B, 4.0, 3.6)):
+        assert shape.params / 1e9 == pytest.approx(total, abs=0.05), shape.name
+        assert (shape.params - shape.embedding_params - shape.lm_head_params) / 1e9 == pytest.approx(non_embedding, abs=0.05), shape.name
+    # 8B by hand: attention 4096 x (32 + 16) x 128 + 32 x 128 x 4096, SwiGLU 3 x 4096 x 12288, norms 2 x 4096 + 256.
+    assert sm.QWEN3_8B.layer_params == 25_165_824 + 16_777_216 + 150_994_944 + 8448
+    assert sm.QWEN3_8B.params == 36 * 192_946_432 + 2 * 151_936 * 4096 + 4096 == 8_190_735_360
+    assert sm.QWEN3_4B.lm_head_params == 0 and sm.QWEN3_14B.lm_head_params == 151_936 * 5120  # 4B tied, 14B untied
+
+
 def test_topology_and_the_weight_bound():
     assert (BASE.devices, BASE.replicas_per_node) == (8, 2)  # TP 32 at LNC 2 = 8 chips of 16
     assert sm.Deployment(tensor_parallel_size=64).devices == 16

@@ -29,13 +29,18 @@ def rel(value, tolerance=1e-12):
 def test_the_hardware_and_the_registry():
     assert sm.BYTES_PER_PARAM == 2
     assert sm.TRN2_48XLARGE == sm.Hardware("trn2.48xlarge", 16, 8, 96.0, 2.9e12, 667e12)
-    assert sm.HARDWARE == {"trn2.48xlarge": sm.TRN2_48XLARGE}
+    assert sm.TRN2_3XLARGE == sm.Hardware("trn2.3xlarge", 1, 8, 96.0, 2.9e12, 667e12)  # one chip of the same figures
+    assert sm.HARDWARE == {"trn2.48xlarge": sm.TRN2_48XLARGE, "trn2.3xlarge": sm.TRN2_3XLARGE}
     assert sm.METHODS == ("", "draft", "eagle3")
-    assert set(sm.MODELS) == {"Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-0.6B"} and sm.EAGLE3_DRAFT_VOCAB == 32_000
+    known = {"Qwen/Qwen3-32B", "Qwen/Qwen3-14B", "Qwen/Qwen3-8B", "Qwen/Qwen3-4B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-0.6B"}
+    assert set(sm.MODELS) == known and sm.EAGLE3_DRAFT_VOCAB == 32_000
     assert sm.model_shape("Qwen/Qwen3-0.6B") is sm.QWEN3_0_6B
     with pytest.raises(ValueError) as error:
         sm.model_shape("x/y")
-    assert str(error.value) == "model 'x/y' has no recorded geometry; known: Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-32B"
+    assert (
+        str(error.value)
+        == "model 'x/y' has no recorded geometry; known: Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-14B, Qwen/Qwen3-32B, Qwen/Qwen3-4B, Qwen/Qwen3-8B"
+    )
 
 
 def test_parameter_counts_by_hand():
@@ -82,7 +87,7 @@ def test_an_eagle3_head_is_one_target_layer_with_a_fusion_layer_and_a_draft_voca
         ({"max_num_seqs": 0}, "max_num_seqs must be an integer >= 1; got 0"),
         ({"max_num_seqs": 2.0}, "max_num_seqs must be an integer >= 1; got 2.0"),
         ({"lnc": 4}, "lnc must be 1 or 2; got 4"),
-        ({"node_type": "trn1.32xlarge"}, "node_type must be one of trn2.48xlarge; got 'trn1.32xlarge'"),
+        ({"node_type": "trn1.32xlarge"}, "node_type must be one of trn2.48xlarge, trn2.3xlarge; got 'trn1.32xlarge'"),
         ({"tensor_parallel_size": 30}, "tensor_parallel_size must be a multiple of 4 (logical cores per device at LNC 2); got 30"),
         ({"tensor_parallel_size": 0}, "tensor_parallel_size must be a multiple of 4 (logical cores per device at LNC 2); got 0"),
         ({"tensor_parallel_size": 32.0}, "tensor_parallel_size must be a multiple of 4 (logical cores per device at LNC 2); got 32.0"),

@@ -163,22 +163,46 @@ def test_variant_adds_its_extra_service(variant_platform):
     assert extra[0]["metadata"]["labels"]["specdecode/speculative-tokens"] == "4"
 
 
-def test_token_reader_may_read_only_the_configured_secret(variant_platform):
-    association_id, association = only(
-        variant_platform, "AWS::EKS::PodIdentityAssociation", lambda r: props(r)["ServiceAccount"] == "model-cache"
-    )
+def _model_cache_job_policy(template):
+    """The model-cache Job's association (its service account's Pod Identity role) and that role's
+    policy statements; the association is applied before the chart."""
+    association_id, association = only(template, "AWS::EKS::PodIdentityAssociation", lambda r: props(r)["ServiceAccount"] == "model-cache")
     p = props(association)
     assert (p["Namespace"], p["ServiceAccount"]) == ("specdecode", "model-cache")
     role_id = p["RoleArn"]["Fn::GetAtt"][0]
-    trust = variant_platform["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    trust = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust[0]["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "model-cache"
-    (policy,) = [r for r in resources(variant_platform, "AWS::IAM::Policy").values() if {"Ref": role_id} in props(r)["Roles"]]
-    assert props(policy)["PolicyDocument"]["Statement"] == [
-        {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": HF_TOKEN_SECRET_ARN}
+    (policy_id, policy), *others = [
+        (lid, r) for lid, r in resources(template, "AWS::IAM::Policy").items() if {"Ref": role_id} in props(r)["Roles"]
     ]
-    assert association_id in all_dependencies(variant_platform, _by_prefix(variant_platform, "EksClusterModelCacheChart"))
+    assert others == []
+    before_chart = all_dependencies(template, _by_prefix(template, "EksClusterModelCacheChart"))
+    assert {association_id, policy_id} <= before_chart
+    return props(policy)["PolicyDocument"]["Statement"]
 
 
-def test_no_token_reader_without_a_secret(platform):
+def _code_object_statement(template):
+    """The Job's code read: the one code object (the CDK asset the chart names, or charts.dist's
+    upload of the same zip under the data bucket's results/code/), nothing else of either bucket."""
+    chart = template["Resources"][_by_prefix(template, "EksClusterModelCacheChart")]
+    (job,) = [o for o in _objects(chart) if o["kind"] == "Job"]
+    (fetch,) = job["spec"]["template"]["spec"]["initContainers"][:1]
+    env = {e["name"]: e["value"] for e in fetch["env"]}
+    asset = f"arn:aws:s3:::{env['SPECBENCH_CODE_BUCKET']}/{env['SPECBENCH_CODE_KEY']}"
+    # The data bucket as the chart's manifest names it (a reference to the data stack's output).
+    (data_bucket,) = {json.dumps(p) for p in props(chart)["Manifest"]["Fn::Join"][1] if not isinstance(p, str)}
+    dist = {"Fn::Join": ["", ["arn:aws:s3:::", json.loads(data_bucket), f"/results/code/{env['SPECBENCH_BUNDLE_SHA256']}.pyz"]]}
+    return {"Action": "s3:GetObject", "Effect": "Allow", "Resource": [asset, dist]}
+
+
+def test_the_model_cache_job_may_get_the_code_and_read_only_the_configured_secret(variant_platform):
+    assert _model_cache_job_policy(variant_platform) == [
+        _code_object_statement(variant_platform),
+        {"Action": "secretsmanager:GetSecretValue", "Effect": "Allow", "Resource": HF_TOKEN_SECRET_ARN},
+    ]
+
+
+def test_without_a_secret_the_model_cache_job_may_only_get_the_code(platform):
     associations = resources(platform, "AWS::EKS::PodIdentityAssociation").values()
-    assert [props(a)["ServiceAccount"] for a in associations] == ["specbench"]
+    assert sorted(props(a)["ServiceAccount"] for a in associations) == ["model-cache", "specbench"]
+    assert _model_cache_job_policy(platform) == [_code_object_statement(platform)]

@@ -101,7 +101,7 @@ def test_the_budget_of_a_staged_sweep_is_its_worst_case():
 def test_a_staged_sweep_chart_runs_stage_one_of_the_whole_catalogue():
     """charts/sweep.py: the ConfigMap holds every unit (the catalogue later stages pick from), the
     Job runs stage 1's indexes, and both launchers map a completion index through SWEEP_STAGE_UNITS."""
-    import importlib.util
+    import inspect
 
     from charts import benchmark_spec, serving_plan
     from charts.sweep import LAUNCHER, RUNNER, job_spec, sweep_spec
@@ -117,12 +117,13 @@ def test_a_staged_sweep_chart_runs_stage_one_of_the_whole_catalogue():
     pod = job["template"]["spec"]
     everyone = [*pod["containers"], *pod.get("initContainers", [])]
     [client] = [c for c in everyone if c["name"] == "measure"]
-    [server] = [c for c in everyone if LAUNCHER.name in " ".join(c.get("command", []))]  # either pod layout
+    [server] = [c for c in everyone if LAUNCHER in c.get("command", [])]  # either pod layout
     stage_env = {"name": "SWEEP_STAGE_UNITS", "value": ",".join(map(str, spec.stage_units))}
     assert stage_env in client["env"] and stage_env in server["env"]
-    launcher_spec = importlib.util.spec_from_file_location(LAUNCHER.stem, LAUNCHER)
-    launcher = importlib.util.module_from_spec(launcher_spec)
-    launcher_spec.loader.exec_module(launcher)
-    assert "SWEEP_STAGE_UNITS" in RUNNER.read_text()  # the client's runner maps the index the same way
+    from specbench.sweep import point_runner
+    from specbench.sweep import vllm_supervisor as launcher
+
+    assert (LAUNCHER, RUNNER) == (launcher.__name__, point_runner.__name__)
+    assert "SWEEP_STAGE_UNITS" in inspect.getsource(point_runner.main)  # the client's runner maps the index the same way
     assert launcher.unit_index({"JOB_COMPLETION_INDEX": "2", "SWEEP_STAGE_UNITS": "0,7,14,15"}) == 14
     assert launcher.unit_index({"JOB_COMPLETION_INDEX": "2"}) == 2

@@ -1,12 +1,11 @@
 """The sweep's Kubernetes objects (charts/sweep.py), rendered in-process with cdk8s (no CDK synth):
 an Indexed Job of pods holding Neuron devices only while they measure, parity with the services,
-schemas, pod security, placement, the payload budget, and the scripts its pods run."""
+schemas, pod security, placement, the payload budget, and the modules its pods run."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -19,14 +18,16 @@ import pytest
 from netpol import Pod, allowed, connects, matches
 from pss import violations
 
-from charts import benchmark, benchmark_spec, serving_plan
+from charts import benchmark, benchmark_spec, code, serving_plan
 from charts.network import network_policies
 from charts.sweep import LAUNCHER, RUNNER, SweepChart, point_args, sweep_objects, sweep_spec, unit_pods
 from charts.vllm import deployment
 from config import capacity, catalog, load_config
 from conftest import BUCKET
 from manifests import pod_requests
-from specbench import cli
+from specbench import bundle, cli
+from specbench.sweep import point_runner as run_sweep_points
+from specbench.sweep import vllm_supervisor as sweep_vllm
 
 Q17 = "Qwen/Qwen3-1.7B"
 TWO_NODES = {"neuron_nodes.desired_size": 2, "neuron_nodes.max_size": 2}
@@ -45,15 +46,14 @@ FULL = {
 PAYLOAD_BUDGET = 128 * 1024
 
 
-def _script(path):
-    """The pods' scripts are files shipped in the ConfigMap, not modules of the project."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sweep_vllm, run_sweep_points = _script(LAUNCHER), _script(RUNNER)
+def from_zip(root: Path, module: str, *args: str) -> list[str]:
+    """The argv a pod runs ``module`` of its checked zip with (charts/code.py run_module), the zip
+    written to ``root`` as the pod's fetch-code init container leaves it."""
+    zipped = root / "specbench.pyz"
+    if not zipped.exists():
+        zipped.write_bytes(bundle.zipapp_bytes())
+    argv = code.run_module(sys.executable, module, *args)
+    return [str(zipped) if a == code.ZIP else a for a in argv]
 
 
 def build(context: dict):
@@ -128,28 +128,36 @@ def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small)
     config, plan, spec = small
     pod = by_kind(sweep_objects(spec))["Job"]["spec"]["template"]["spec"]
     server, client = server_of(pod), client_of(pod)
-    wait = pod["initContainers"][0]
+    wait = pod["initContainers"][1]
     assert wait["name"] == "wait-for-model-cache" and "restartPolicy" not in wait
     assert server["resources"]["limits"]["aws.amazon.com/neuron"] == "8"
     assert "startupProbe" in server
     assert client["name"] == "measure" and "aws.amazon.com/neuron" not in client["resources"]["limits"]
-    assert client["command"][2].endswith("exec python /opt/sweep/run_sweep_points.py")
-    # The benchmark's zip, fetched to /tmp (and checked) as the benchmark Job does, after pip.
+    # The requirements, then the point runner from the zip the pod's first init container fetched
+    # and checked (charts/code.py): the client fetches nothing itself.
     lines = client["command"][2].splitlines()
-    assert "pip install" in lines[1] and lines[2] == benchmark.fetch_bundle()
+    assert len(lines) == 3 and "pip install" in lines[1] and lines[2] == code.run_module_line("python", RUNNER)
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in client["env"]}
     assert env["SWEEP_ID"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}
     assert env["SWEEP_RESULTS"] == f"s3://{BUCKET}/results/"
-    assert env["SWEEP_BUNDLE"] == run_sweep_points.BUNDLE == benchmark.UNPACKED == "/tmp/specbench.pyz"
-    assert env["SPECBENCH_BUNDLE_SHA256"] == hashlib.sha256(spec.benchmark.bundle).hexdigest()
-    assert env["SPECBENCH_FETCH"] == benchmark.FETCH
+    assert env["SWEEP_BUNDLE"] == run_sweep_points.BUNDLE == code.ZIP == "/code/specbench.pyz"
+    assert not {benchmark.FETCH_ENV, benchmark.BUNDLE_SHA256_ENV, benchmark.CODE_KEY_ENV} & env.keys()
+    fetch = pod["initContainers"][0]
+    assert fetch["name"] == "fetch-code" and fetch["command"] == ["sh", "-c", code.FETCH_SCRIPT]
+    assert {e["name"]: e["value"] for e in fetch["env"]}["SPECBENCH_BUNDLE_SHA256"] == hashlib.sha256(spec.benchmark.bundle).hexdigest()
     assert {"name": "tmp", "mountPath": "/tmp"} in client["volumeMounts"]
     assert {"name": "code", "mountPath": "/opt/specbench", "readOnly": True} in client["volumeMounts"]
-    assert server["command"] == ["python3", "/opt/sweep/sweep_vllm.py"]
+    assert code.mount() in client["volumeMounts"] and code.mount() in server["volumeMounts"]
+    assert server["command"] == code.run_module("python3", LAUNCHER) == ["python3", "-c", code.RUN_MODULE, code.ZIP, LAUNCHER]
     if config.sweep.pod_layout == "server-container":
         # Both regular containers, the server first; no native sidecar anywhere.
         assert [c["name"] for c in pod["containers"]] == ["vllm", "measure"]
-        assert [c["name"] for c in pod["initContainers"]] == ["wait-for-model-cache", "fetch-hardware-facts", "check-hardware-facts"]
+        assert [c["name"] for c in pod["initContainers"]] == [
+            "fetch-code",
+            "wait-for-model-cache",
+            "fetch-hardware-facts",
+            "check-hardware-facts",
+        ]
         assert "restartPolicy" not in server
         assert server["args"] == ["/opt/sweep/units.json", "--signal-dir", "/run/sweep"]
         signal = {"name": "sweep-signal", "mountPath": "/run/sweep"}
@@ -160,6 +168,7 @@ def test_the_server_is_a_regular_container_by_default_or_a_native_sidecar(small)
         assert "shareProcessNamespace" not in pod  # the signal is a file, not a process of the other container
     else:
         assert [c["name"] for c in pod["initContainers"]] == [
+            "fetch-code",
             "wait-for-model-cache",
             "fetch-hardware-facts",
             "check-hardware-facts",
@@ -327,7 +336,7 @@ def test_names_do_not_depend_on_the_buckets_token_number():
     assert first == second and len(first) == 4
 
 
-# --- the scripts the pods run ------------------------------------------------------------------------
+# --- the modules the pods run ------------------------------------------------------------------------
 
 
 def test_launcher_picks_its_units_server():
@@ -343,7 +352,7 @@ def test_launcher_execs_the_units_command(tmp_path):
         json.dumps([{"variant": {"name": "v"}, "command": [sys.executable], "args": ["-c", script, "ok"], "env": {"FROM_UNIT": "u0"}}])
     )
     done = subprocess.run(
-        [sys.executable, str(LAUNCHER), str(units)], env={"JOB_COMPLETION_INDEX": "0", "PATH": ""}, capture_output=True, text=True
+        from_zip(tmp_path, LAUNCHER, str(units)), env={"JOB_COMPLETION_INDEX": "0", "PATH": ""}, capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "u0 ok"
 
@@ -430,12 +439,10 @@ def test_dist_writes_the_sweep_last(tmp_path):
 def measure_unit(units_json: str, root: Path) -> tuple[subprocess.CompletedProcess, Path]:
     """The client's script with the real zip application and ``units_json``'s unit 1 against an
     emulated server in place of the sidecar; its exit, output and results folder."""
-    from specbench import bundle
     from specbench.emulator.server import EmulatorServer, default_profiles
 
     root.mkdir(parents=True)
     units = json.loads(units_json)
-    (root / "specbench.pyz").write_bytes(bundle.zipapp_bytes())  # as the pod fetches it
     with EmulatorServer(default_profiles(time_scale=0.1)["qwen-sd-vllm"]) as server:
         for point in units[1]["points"]:  # q17-k5: shorter, and against the emulator
             args = run_sweep_points_args(point["args"], server.url)
@@ -449,7 +456,7 @@ def measure_unit(units_json: str, root: Path) -> tuple[subprocess.CompletedProce
             "SWEEP_BUNDLE": str(root / "specbench.pyz"),
             "PATH": "/usr/bin:/bin",
         }
-        done = subprocess.run([sys.executable, str(RUNNER)], env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(from_zip(root, RUNNER), env=env, capture_output=True, text=True, timeout=120)
     return done, root / "results"
 
 
@@ -502,6 +509,7 @@ def test_every_run_stores_the_sweep_its_deployment_configured(small):
         ],
         "loads": {"concurrencies": [1, 4], "request_rates": []},
         "slo": {"ttft_ms": 2000.0, "tpot_ms": 100.0},
+        "class_weights": {"open-ended": 1.0, "structured": 1.0},  # the mix sweep-report's cheapest configuration is for
     }
     config = load_config({}, {})
     default = json.loads(benchmark_spec(config, serving_plan(config, BUCKET)).settings_json)

@@ -10,8 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,17 +18,19 @@ from charts.sweep_control import NAME as CONTROL
 from charts.sweep_control import control_rbac
 from config.sweep_decision import decision_settings
 from specbench import cli
+from specbench.commands import checkout
 from specbench.outputs import sweep_controller as controller
 from specbench.outputs.stage_job import STAGE_UNITS_ENV
 from specbench.results.store import LocalStore
 from specbench.sweep.jobs_api import JobsApi, JobsApiError, job_state
+from specbench.sweep.staged import RESAMPLES
+from tests.jobs_standin import COMPLETE, JobsStandIn
 from tests.sweep_data import store_points
 from tests.test_sweep_next import ALL, CONTEXT
 
 ROOT = Path(__file__).resolve().parents[1]
 NS, TOKEN, SWEEP = "specdecode", "t0ken", "sw"
 STAGE_ONE = {"q17-k7", "q06-k6"}  # config/sweep.py stage_one_variants for CONTEXT (test_sweep_next)
-COMPLETE = {"conditions": [{"type": "Complete", "status": "True"}]}
 
 
 def first_job() -> dict:
@@ -55,66 +55,14 @@ def first_job() -> dict:
     }
 
 
-class StandIn:
-    """Jobs API on 127.0.0.1: GET/POST of one namespace's Jobs, 409 AlreadyExists, 401 without the token."""
+class StandIn(JobsStandIn):
+    """The Jobs API on 127.0.0.1 (tests/jobs_standin.py: GET/POST of one namespace's Jobs, 409
+    AlreadyExists, 401 without the token) whose created Jobs run at once (``run``)."""
 
     def __init__(self, store: LocalStore, catalogue: list[str], hold_posts: bool = False, ttl: bool = False):
-        self.jobs: dict[str, dict] = {SWEEP: first_job()}
-        self.created: list[str] = []
-        self.conflicts: list[str] = []
-        self.verbs: set[str] = set()  # the RBAC verbs the calls need (GET one Job: get; POST: create)
-        self.store, self.catalogue, self.hold_posts, self.ttl = store, catalogue, hold_posts, ttl
-        self.posted = threading.Event()
-        stand_in = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def _send(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _authorised(self, base: str) -> bool:
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}" or not self.path.startswith(base):
-                    self._send(401 if self.path.startswith(base) else 404, {"kind": "Status", "reason": "Unauthorized"})
-                    return False
-                return True
-
-            def do_GET(self):
-                stand_in.verbs.add("get")
-                base = f"/apis/batch/v1/namespaces/{NS}/jobs/"
-                if self._authorised(base):
-                    job = stand_in.jobs.get(self.path[len(base) :])
-                    if job and stand_in.ttl and job_state(job) == "complete":  # ttlSecondsAfterFinished: read once, then gone
-                        del stand_in.jobs[job["metadata"]["name"]]
-                    self._send(200, job) if job else self._send(404, {"kind": "Status", "reason": "NotFound"})
-
-            def do_POST(self):
-                stand_in.verbs.add("create")
-                if not self._authorised(f"/apis/batch/v1/namespaces/{NS}/jobs"):
-                    return
-                job = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                name = job["metadata"]["name"]
-                if name in stand_in.jobs:
-                    stand_in.conflicts.append(name)
-                    return self._send(409, {"kind": "Status", "reason": "AlreadyExists"})
-                assert "selector" not in job["spec"] and "status" not in job  # a real API server would refuse the copied selector
-                stand_in.jobs[name] = job
-                stand_in.created.append(name)
-                if stand_in.hold_posts:  # the Job exists (its pods not run yet); the controller is killed before it hears so
-                    stand_in.posted.set()
-                    return
-                stand_in.run(job)
-                self._send(201, job)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(NS, TOKEN, [first_job()], on_create=self.run, hold_posts=hold_posts, ttl=ttl)
+        self.store, self.catalogue = store, catalogue
+        self.start()
 
     def run(self, job: dict) -> None:
         """The driver: the stage's pods measure their units (catalogue index i -> variant i - 1) and finish."""
@@ -128,7 +76,7 @@ class StandIn:
 @pytest.fixture
 def settings():
     args = cli.parser().parse_args(["sweep", "next", "--sweep-id", SWEEP, "--results", ".", *CONTEXT])
-    return decision_settings(cli.checkout_config(args), 0.0)
+    return decision_settings(checkout.checkout_config(args), 0.0)
 
 
 def _stage_one(store: LocalStore) -> None:
@@ -346,3 +294,56 @@ def test_the_controller_runs_on_the_pods_code_alone():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def _to_stage_two(tmp_path: Path, settings: dict, store: LocalStore) -> tuple[StandIn, JobsApi, list[str]]:
+    """Decide after stage 1 and create stage 2's Job, whose points the driver stores: the Job, the API, those points."""
+    stand_in = StandIn(store, [v["name"] for v in settings["variants"]])
+    api, inputs = JobsApi(stand_in.url, NS, TOKEN), controller.inputs_from_settings(settings)
+    assert controller.step(api, store, SWEEP, inputs, SWEEP, RESAMPLES)[0].startswith("decided after stage 1")
+    assert controller.step(api, store, SWEEP, inputs, SWEEP, RESAMPLES)[0] == f"created job {SWEEP}-s2 (stage 2)"
+    return stand_in, api, json.loads(store.read_text(f"sweeps/{SWEEP}/stages/after-stage-1.json"))["next_stage"]["points"]
+
+
+def test_points_still_being_written_are_waited_for_not_decided_on(tmp_path, settings):
+    """A pod's point folder appears, run.json "running", as soon as its run starts: while the stage's
+    Job runs, the controller waits (it decided, and stopped the sweep with "stage 2 has not finished")."""
+    store = LocalStore(tmp_path)
+    _stage_one(store)
+    stand_in, api, points = _to_stage_two(tmp_path, settings, store)
+    stand_in.set_status(f"{SWEEP}-s2", {})  # its pods still run
+    for point in points:
+        run = json.loads(store.read_text(f"sweeps/{SWEEP}/{point}/run.json"))
+        store.write_text(f"sweeps/{SWEEP}/{point}/run.json", json.dumps({**run, "status": "running"}))
+    did, outcome = controller.step(api, store, SWEEP, controller.inputs_from_settings(settings), SWEEP, RESAMPLES)
+    assert (did, outcome) == (f"waiting for job {SWEEP}-s2 (stage 2)", None)
+    assert not (tmp_path / f"sweeps/{SWEEP}/stages/after-stage-2.json").exists()
+
+
+class _StaleListing(LocalStore):
+    """A listing of the sweep's folders taken while a pod finished: its last file (the last test
+    case's acceptance) not listed yet, its run.json, read after, already "completed"."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.hidden = ""
+
+    def keys(self, prefix: str = "") -> list[str]:
+        found, hidden = super().keys(prefix), self.hidden
+        if hidden and prefix == f"sweeps/{SWEEP}/":
+            self.hidden = ""  # once: a later listing sees what is stored
+            return [key for key in found if key != hidden]
+        return found
+
+
+def test_the_decision_reads_the_points_again_after_they_finished(tmp_path, settings):
+    """The step's first read may list a point's files before its last ones were written and read its
+    run.json "completed" after: the decision is made on a read taken after, so it is sweep next's."""
+    expected = _sweep_next_docs(tmp_path / "by-hand")
+    store = _StaleListing(tmp_path / "cluster")
+    _stage_one(store)
+    _, api, points = _to_stage_two(tmp_path, settings, store)
+    store.hidden = store.keys(f"sweeps/{SWEEP}/{points[0]}/acceptance/")[-1]
+    did, outcome = controller.step(api, store, SWEEP, controller.inputs_from_settings(settings), SWEEP, RESAMPLES)
+    assert did.startswith("decided after stage 2") and outcome is None and not store.hidden
+    assert _comparable(_stored_docs(tmp_path / "cluster")[1]) == _comparable(expected[1])

@@ -1,5 +1,6 @@
-"""The server-container sweep pod layout for real: the server's supervisor (scripts/sweep_vllm.py
---signal-dir) and the client (scripts/run_sweep_points.py) as processes, with a fake vLLM server
+"""The server-container sweep pod layout for real: the server's supervisor
+(specbench/sweep/vllm_supervisor.py --signal-dir) and the client (specbench/sweep/point_runner.py) as
+processes run from the zip as the pods run them (charts/code.py run_module), with a fake vLLM server
 and the signal files on a real directory. An Indexed Job's pod with restartPolicy Never ends
 Succeeded only when every container exited 0 (Kubernetes "Pod phase"), so the exit codes decide."""
 
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from charts import code
 from charts.sweep import LAUNCHER, RUNNER
+from specbench import bundle
 
 pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
 
@@ -89,8 +92,16 @@ def pod(tmp_path):
     return tmp_path, signal_dir, units
 
 
+def from_zip(folder: Path, module: str, *args: str) -> list[str]:
+    """The pod's argv for ``module`` of the code asset, the zip written into ``folder``."""
+    zipped = folder / "specbench.pyz"
+    if not zipped.exists():
+        zipped.write_bytes(bundle.zipapp_bytes())
+    return [str(zipped) if a == code.ZIP else a for a in code.run_module(sys.executable, module, *args)]
+
+
 def supervisor(units: Path, signal_dir: Path, grace: float = 5.0) -> subprocess.Popen:
-    argv = [sys.executable, str(LAUNCHER), str(units), "--signal-dir", str(signal_dir), "--poll", "0.05", "--grace", str(grace)]
+    argv = from_zip(units.parent, LAUNCHER, str(units), "--signal-dir", str(signal_dir), "--poll", "0.05", "--grace", str(grace))
     return subprocess.Popen(
         argv, env={"JOB_COMPLETION_INDEX": "0", "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -111,7 +122,7 @@ def client(tmp: Path, units: Path, signal_dir: Path, port: int, ready_seconds: f
         "POINT_MARK": mark,
         "PATH": "/usr/bin:/bin",
     }
-    return subprocess.Popen([sys.executable, str(RUNNER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(from_zip(units.parent, RUNNER), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(path: Path, seconds: float = 20.0) -> None:

@@ -64,7 +64,8 @@ def test_dashboard_widgets_pass_put_dashboard_rules() -> None:
     widgets = sweep_report.dashboard_widgets(analysis)
     assert dashboard.problems("SpecDecode-Sweep", {"widgets": widgets}) == []
     assert [w["width"] for w in widgets] == [24, 12, 12]
-    assert widgets[0]["properties"]["markdown"].splitlines()[1:] == [f"- {line}" for line in analysis.summary]
+    mix = [f"- cheapest within the SLOs {ranking.text}" for ranking in analysis.mix]  # the traffic mix's cheapest, per load
+    assert widgets[0]["properties"]["markdown"].splitlines()[1:] == [f"- {line}" for line in analysis.summary] + mix
     bars = widgets[1]["properties"]["markdown"].splitlines()
     assert bars[0] == "### open-ended: speedup per point" and len(bars) == 3 + 2 * 2 * 2
     # The biggest speedup draws the longest bar.

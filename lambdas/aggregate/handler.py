@@ -6,8 +6,12 @@ Invoked on a schedule, when a run's ``publish.json`` lands under the results pre
     2. reads its stored records and acceptance figures from S3: exact statistics and bootstrap CIs;
     3. lists the benchmark's metrics in CloudWatch and reads their live p50/p90/p99 over the
        lookback window with GetMetricData, 500 queries per call;
-    4. puts the dashboard (checked against CloudWatch's rules first);
-    5. publishes the speedups as metrics, once per distinct result (results/<run>/aggregate.json
+    4. reads the deployment's state for the dashboard's top row: per service the benchmark Job's
+       ServiceState and ServiceWaitSeconds and Container Insights' pod status, the cost guard's
+       NeuronNodeHours and NeuronNodesUp (one GetMetricData call), and the newest sweeps' stage
+       documents and points under sweeps/ (specbench/outputs/deployment_state.py);
+    5. puts the dashboard (checked against CloudWatch's rules first);
+    6. publishes the speedups as metrics, once per distinct result (results/<run>/aggregate.json
        records what was published, so a repeated refresh does not count a run twice).
 Every AWS call goes through one Retrier: throttling and 5xx are retried with backoff, and the
 calls are counted and returned.
@@ -32,9 +36,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from specbench.analysis import aggregate
 from specbench.aws_retry import Retrier, error_code
-from specbench.outputs import dashboard
+from specbench.outputs import dashboard, deployment_state
 from specbench.results import runfiles
-from specbench.results.store import RunStore, S3Store
+from specbench.results.store import RunStore, S3Store, effective_status
 
 log = logging.getLogger()
 log.setLevel(logging.INFO)
@@ -74,6 +78,14 @@ class Settings:
     lookback_hours: int
     bootstrap_resamples: int
     region: str
+    # The deployment, for the top row: its services (baseline first), budget.node_hours (0: none),
+    # env.profile, and its sweep: strategy (none, grid, staged), the first Job's points and node-hours.
+    services: tuple[str, ...]
+    budget_node_hours: float
+    profile: str
+    sweep_strategy: str
+    sweep_first_job_points: int
+    sweep_first_job_node_hours: float
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -94,6 +106,15 @@ class Settings:
                 raise ValueError(f"environment variable {name}={value}: allowed {low} to {high}")
             return value
 
+        def choice(name: str, allowed: tuple[str, ...]) -> str:
+            value = get(name)
+            if value not in allowed:
+                raise ValueError(f"environment variable {name}={value!r}: allowed {', '.join(allowed)}")
+            return value
+
+        if "ENV_PROFILE" not in env:  # set by the stack, empty without a profile
+            raise ValueError("environment variable ENV_PROFILE is not set")
+        services = deployment_state.services_in(get("SERVICES").split(","))
         prefix = get("RESULTS_PREFIX")
         return cls(
             bucket=get("RESULTS_BUCKET"),
@@ -107,6 +128,12 @@ class Settings:
             lookback_hours=number("LOOKBACK_HOURS", int, 1, 360),
             bootstrap_resamples=number("BOOTSTRAP_RESAMPLES", int, 100, 100000),
             region=env.get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
+            services=services,
+            budget_node_hours=number("BUDGET_NODE_HOURS", float, 0, 100000),
+            profile=env["ENV_PROFILE"],
+            sweep_strategy=choice("SWEEP_STRATEGY", (deployment_state.NO_SWEEP, deployment_state.GRID, deployment_state.STAGED)),
+            sweep_first_job_points=number("SWEEP_FIRST_JOB_POINTS", int, 0, 100000),
+            sweep_first_job_node_hours=number("SWEEP_FIRST_JOB_NODE_HOURS", float, 0, 1e7),
         )
 
 
@@ -162,7 +189,8 @@ def refresh(
         live, live_error = {}, f"{error_code(error)}: {str(error).splitlines()[0][:200]}"
         log.warning("GetMetricData failed, dashboard built without live figures: %s", live_error)
     facts = hardware_facts(results)
-    body = dashboard.body(summary, dashboard_settings(settings, series), live, facts)
+    deployment = read_deployment(s3, cloudwatch, settings, now, retrier)
+    body = dashboard.body(summary, dashboard_settings(settings, series), live, facts, deployment)
     if summary_error:  # say so rather than "No data yet"
         body = dashboard.fallback_body(None, dashboard_settings(settings, series), [f"run {run_id} not summarized: {summary_error}"])
     problems = dashboard.problems(settings.dashboard_name, body)
@@ -185,6 +213,12 @@ def refresh(
         "verdict": summary.verdict if summary else "No data yet.",
         "widgets": len(body["widgets"]),
         "hardware_facts": len(facts),
+        "deployment": {
+            "services_reported": sorted({service for (metric, service) in deployment.figures if metric == deployment_state.SERVICE_STATE}),
+            "figures": len(deployment.figures),
+            "sweeps": [sweep.sweep_id for sweep in deployment.sweeps],
+            "error": deployment.error,
+        },
         "live_series": len(series),
         "live_values": len(live),
         "live_error": live_error,
@@ -353,6 +387,122 @@ def live_statistics(
     return values
 
 
+# --- the deployment's state (the dashboard's top row) -----------------------------------------------
+
+
+def read_deployment(s3: Any, cloudwatch: Any, settings: Settings, now: datetime, retrier: Retrier) -> deployment_state.Deployment:
+    """The services' states, the node-hours and the sweeps; what cannot be read is said in the row
+    (the rest of the dashboard is still worth putting)."""
+    figures: dict[deployment_state.Key, deployment_state.Figure] = {}
+    sweeps: list[deployment_state.SweepProgress] = []
+    errors = []
+    try:
+        figures = state_figures(cloudwatch, settings, now, retrier)
+    except (ClientError, BotoCoreError) as error:
+        errors.append(f"CloudWatch GetMetricData {error_code(error)}: {_first_line(error)}")
+        log.warning("deployment state not read: %s", errors[-1])
+    try:
+        sweeps = sweep_states(s3, settings, now, retrier)
+    except (ClientError, BotoCoreError) as error:
+        errors.append(f"S3 {settings.prefix}{deployment_state.SWEEPS_PREFIX} {error_code(error)}: {_first_line(error)}")
+        log.warning("sweeps not read: %s", errors[-1])
+    return deployment_state.Deployment(
+        now,
+        settings.services,
+        figures,
+        tuple(sweeps),
+        settings.sweep_strategy,
+        settings.sweep_first_job_points,
+        settings.sweep_first_job_node_hours,
+        "; ".join(errors),
+        deployment_state.window(settings.lookback_hours, now)[2],
+    )
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [""])[0][:160]
+
+
+def state_figures(
+    cloudwatch: Any, settings: Settings, now: datetime, retrier: Retrier
+) -> dict[deployment_state.Key, deployment_state.Figure]:
+    """The newest value of each of the row's figures in the window, at most 500 queries per call."""
+    start, end, period = deployment_state.window(settings.lookback_hours, now)
+    queries = deployment_state.queries(
+        settings.metrics_namespace, settings.cluster_name, settings.serving_namespace, settings.services, period
+    )
+    key_of = {query["Id"]: key for key, query in queries}
+    points: dict[str, tuple[list[datetime], list[float]]] = {}
+    for first in range(0, len(queries), MAX_QUERIES_PER_CALL):
+        batch = [{**query, "ReturnData": True} for _, query in queries[first : first + MAX_QUERIES_PER_CALL]]
+        token = None
+        while True:
+            kwargs = {"MetricDataQueries": batch, "StartTime": start, "EndTime": end, **({"NextToken": token} if token else {})}
+            page = retrier.call("GetMetricData", cloudwatch.get_metric_data, **kwargs)
+            for result in page.get("MetricDataResults", []):
+                times, values = points.setdefault(result["Id"], ([], []))
+                times += result.get("Timestamps", [])
+                values += result.get("Values", [])
+            token = page.get("NextToken")
+            if not token:
+                break
+    figures = {key_of[i]: deployment_state.latest(*points[i]) for i in points if i in key_of}
+    return {key: figure for key, figure in figures.items() if figure is not None}
+
+
+def sweep_states(s3: Any, settings: Settings, now: datetime, retrier: Retrier) -> list[deployment_state.SweepProgress]:
+    """The newest sweeps under sweeps/ (by their newest object): each point's run.json and every
+    stage document read; one that cannot be read is named, never taken for a stage or a point."""
+    base = settings.prefix + deployment_state.SWEEPS_PREFIX
+    objects: dict[str, dict[str, datetime]] = {}
+    for page in _RetryingS3(s3, retrier).paginate(Bucket=settings.bucket, Prefix=base):
+        for item in page.get("Contents", []):
+            sweep, _, rest = item["Key"][len(base) :].partition("/")
+            if rest:
+                objects.setdefault(sweep, {})[rest] = item["LastModified"]
+    newest = sorted(objects, key=lambda sweep: (max(objects[sweep].values()), sweep), reverse=True)[: deployment_state.MAX_SWEEPS_SHOWN]
+    results = S3Store(settings.bucket, settings.prefix, _RetryingS3(s3, retrier))
+    configured = (settings.sweep_strategy, settings.sweep_first_job_points, settings.sweep_first_job_node_hours)
+    progress = []
+    for sweep in newest:
+        points, documents, problems = [], [], []
+        for rest in sorted(objects[sweep]):
+            folder, _, name = rest.partition("/")
+            is_document = folder == deployment_state.STAGES.rstrip("/") and name.startswith(deployment_state.STAGE_DOCUMENT)
+            if not (is_document and name.endswith(".json")) and name != "run.json":
+                continue
+            try:
+                text = results.read_text(f"{deployment_state.SWEEPS_PREFIX}{sweep}/{rest}")
+            except UnicodeDecodeError as error:
+                problems.append(f"{rest}: not UTF-8 ({error.reason})")
+                continue
+            except ClientError as error:  # gone since the listing (a sweep being rewritten)
+                if error_code(error) not in ("NoSuchKey", "404"):
+                    raise
+                continue
+            found = deployment_state.parse_stage_document(text) if is_document else _sweep_point(text, folder, now)
+            if isinstance(found, str):
+                problems.append(f"{rest}: {found}")
+            elif is_document:
+                documents.append(found)
+            else:
+                points.append(found)
+        progress.append(deployment_state.sweep_progress(sweep, points, documents, configured, problems, max(objects[sweep].values())))
+    return progress
+
+
+def _sweep_point(text: str, folder: str, now: datetime) -> deployment_state.PointRun | str:
+    try:
+        run = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        return f"not JSON ({error})"
+    sweep = run.get("sweep") if isinstance(run, dict) else None
+    variant = (sweep.get("variant") or {}) if isinstance(sweep, dict) else {}
+    if not isinstance(variant, dict) or not isinstance(variant.get("name"), str):
+        return "run.json names no sweep point (sweep.variant.name)"
+    return deployment_state.PointRun(folder, variant["name"], effective_status(run, None, now))
+
+
 def dashboard_settings(settings: Settings, series: list[Series]) -> dashboard.DashboardSettings:
     return dashboard.DashboardSettings(
         name=settings.dashboard_name,
@@ -364,6 +514,8 @@ def dashboard_settings(settings: Settings, series: list[Series]) -> dashboard.Da
         baseline=settings.baseline,
         discovered_cases={case: prompt_class for _, _, prompt_class, case in series},
         discovered_variants=sorted({variant for _, variant, _, _ in series}),
+        budget_node_hours=settings.budget_node_hours,
+        profile=settings.profile,
     )
 
 

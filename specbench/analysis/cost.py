@@ -236,6 +236,16 @@ def recorded_servers_per_node(settings: Mapping[str, Any] | None) -> tuple[int, 
     return 1, f"{refused}not recorded in the run: taken as 1 server per node"
 
 
+def servers_by_tp(settings: Mapping[str, Any] | None, tps: Iterable[int]) -> dict[int, int]:
+    """Servers per node of a TP variant (sweep.tensor_parallel_sizes) from a run's settings: the
+    recorded logical cores per node // its TP (charged by device share, as the services); ValueError
+    naming the TP when the run recorded no core count or the TP does not fit a node."""
+    cores = _section(settings, "cost").get("logical_cores_per_node")
+    if not isinstance(cores, int) or isinstance(cores, bool):
+        raise ValueError(f"points at TP {', '.join(map(str, sorted(tps)))}: their run recorded no cost.logical_cores_per_node")
+    return {tp: servers_per_node(cores, tp) for tp in tps}
+
+
 # --- with intervals ------------------------------------------------------------------------------
 
 

@@ -76,7 +76,17 @@ class Hardware:
 # 96 GiB at 2.9 TB/s per device; v2.29 of that guide says 3 TB/s, the lower figure is kept).
 # trn2.48xlarge has 16 chips; LNC=2 (the default) makes 4 logical cores per chip (REFERENCE.md section 6).
 TRN2_48XLARGE = Hardware("trn2.48xlarge", 16, 8, 96.0, 2.9e12, 667e12)
-HARDWARE = {TRN2_48XLARGE.node_type: TRN2_48XLARGE}
+# trn2.3xlarge: one Trainium2 chip of the same figures (8 NeuronCore-v3, 96 GiB): REFERENCE.md section 7
+# and config/catalog.py's entry (1 device of 8 physical cores; the stored Neuron architecture pages list
+# only the 48xlarge sizes, so the chip count is the EC2 page's as the project recorded it);
+# tests/test_candidates.py checks both entries against config/catalog.py.
+TRN2_3XLARGE = Hardware("trn2.3xlarge", 1, 8, 96.0, 2.9e12, 667e12)
+# Trainium3 is left out: the Neuron docs list Trn3 only as UltraServers (Gen1: 64 chips, Gen2: 36 servers
+# of 4 chips; about-neuron/arch/neuron-hardware/trn3-arch.rst) with no EC2 instance type a node group
+# could name, no Neuron scheduler rule for it and no price; the chip (8 NeuronCore-v4, 144 GiB at
+# 4.9 TB/s, 671 dense BF16 TFLOPS: trainium3.rst) runs on the vllm-neuron plugin ("relevant for Trn2,
+# Trn3") but the reference image (vLLM 0.9.1, SDK 2.26.1) is not documented for it (docs/serving-model.md).
+HARDWARE = {h.node_type: h for h in (TRN2_48XLARGE, TRN2_3XLARGE)}
 
 
 # --- models ----------------------------------------------------------------------------------------
@@ -143,7 +153,15 @@ class ModelShape:
 QWEN3_32B = ModelShape("Qwen/Qwen3-32B", 64, 5120, 25600, 64, 8, 128, 151_936, False)
 QWEN3_1_7B = ModelShape("Qwen/Qwen3-1.7B", 28, 2048, 6144, 16, 8, 128, 151_936, True)
 QWEN3_0_6B = ModelShape("Qwen/Qwen3-0.6B", 28, 1024, 3072, 16, 8, 128, 151_936, True)
-MODELS = {m.name: m for m in (QWEN3_32B, QWEN3_1_7B, QWEN3_0_6B)}
+# Their config.json (main) as a public copy keeps them verbatim (citsjtu2020/LLM-Prof sglang/Model_Config.md):
+# 14B: 40 layers, hidden 5120, intermediate 17408, 40 heads / 8 KV x 128, untied; 8B: 36 layers, hidden
+# 4096, intermediate 12288, 32 / 8 x 128, untied; 4B: 36 layers, hidden 2560, intermediate 9728, 32 / 8 x
+# 128, tied; all vocab 151936. The counts come out at the model cards' 14.8B (13.2B without embeddings),
+# 8.2B (6.95B) and 4.0B (3.6B); tests/test_serving_model.py pins them.
+QWEN3_14B = ModelShape("Qwen/Qwen3-14B", 40, 5120, 17408, 40, 8, 128, 151_936, False)
+QWEN3_8B = ModelShape("Qwen/Qwen3-8B", 36, 4096, 12288, 32, 8, 128, 151_936, False)
+QWEN3_4B = ModelShape("Qwen/Qwen3-4B", 36, 2560, 9728, 32, 8, 128, 151_936, True)
+MODELS = {m.name: m for m in (QWEN3_32B, QWEN3_14B, QWEN3_8B, QWEN3_4B, QWEN3_1_7B, QWEN3_0_6B)}
 EAGLE3_DRAFT_VOCAB = 32_000  # EAGLE3 heads' usual draft_vocab_size (unverified per head: read its config.json)
 
 

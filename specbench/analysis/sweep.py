@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specbench.analysis import cost, stats, stream_acceptance, theory
+from specbench.analysis import cost, stats, stream_acceptance, sweep_mix, theory
 from specbench.results.records import RequestRecord
 
 BASELINE = "baseline"
@@ -78,6 +78,7 @@ class Variant:
     draft_model: str | None = None
     k: int | None = None
     method: str | None = None
+    tp: int | None = None  # a TP variant's tensor parallelism; None or 0: the services' (sweep.tensor_parallel_sizes)
 
     @property
     def is_baseline(self) -> bool:
@@ -190,6 +191,16 @@ class ClassAnalysis:
     pareto: list[LoadPoint]  # non-dominated in (tokens/s per user, tokens/s per node)
     crossovers: list[Crossover]
     drift: list[Drift]
+    tensor_parallel_size: int = 0  # the points' TP (0: the services'): speedups against the baseline at it
+
+    @property
+    def title(self) -> str:
+        """``code`` or, for a TP group of the sweep, ``code (TP 4)``."""
+        return titled(self.prompt_class, self.tensor_parallel_size)
+
+
+def titled(prompt_class: str, tp: int) -> str:
+    return f"{prompt_class} (TP {tp})" if tp else prompt_class
 
 
 @dataclass(frozen=True)
@@ -205,6 +216,9 @@ class SweepAnalysis:
     resamples: int
     servers_per_node: int
     price: cost.NodePrice = field(default_factory=lambda: cost.NodePrice(None))
+    # Per load, every measured configuration (TP, method, draft, k) by its mix-weighted cost
+    # (specbench/analysis/sweep_mix.py): the cheapest within the SLOs is the recommendation for the mix.
+    mix: list[sweep_mix.MixRanking] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return stats.json_safe(asdict(self))
@@ -419,26 +433,53 @@ def analyze_sweep(
     servers_per_node: int = 1,
     drift_tolerance: float = 0.02,
     price: cost.NodePrice | None = None,
+    weights: Mapping[str, float] | None = None,
+    servers_by_tp: Mapping[int, int] | None = None,
+    reference_tp: int | None = None,
 ) -> SweepAnalysis:
     """Every figure of the sweep's report. ``metric`` picks the recommendation (end-to-end: what a
-    user waits for; or TPOT: what the model predicts)."""
+    user waits for; or TPOT: what the model predicts). Points at other TPs (``variant.tp``) are
+    analysed as groups of their own, against the baseline at their TP, with that TP's servers per
+    node (``servers_by_tp``); ``weights`` is the traffic mix (default: equal weights over the measured
+    classes) the cheapest configuration is recommended for, over every TP (``mix``);
+    ``reference_tp`` is the services' TP, to name it."""
     if metric not in METRIC_TITLES:
         raise ValueError(f"metric {metric!r}: allowed {', '.join(METRIC_TITLES)}")
     slo = slo or Slo()
     price = price or cost.NodePrice(None)
-    context = _Context(resamples, confidence, price, servers_per_node, points, slo)
     loads = sorted({p.load for p in points})
     classes = sorted({r.prompt_class for p in points for r in p.records})  # stable whatever order the points are read in
     notes: list[str] = []
     baselines = [p for p in points if p.variant.is_baseline]
     if not baselines:
         notes.append("no baseline point: no speedup can be computed")
+    tps = sorted({int(p.variant.tp or 0) for p in points})
+    servers = {0: servers_per_node, **{tp: n for tp, n in (servers_by_tp or {}).items() if tp}}
+    missing = [tp for tp in tps if tp not in servers]
+    if missing:
+        raise ValueError(f"points at TP {', '.join(map(str, missing))}: no servers per node for that TP (servers_by_tp)")
     analyses = []
-    for prompt_class in classes:
-        analyses.append(_analyze_class(prompt_class, points, loads, metric, slo, context, k_max, servers_per_node, notes, drift_tolerance))
+    for tp in tps:
+        group = [p for p in points if int(p.variant.tp or 0) == tp]
+        context = _Context(resamples, confidence, price, servers[tp], group, slo)
+        for prompt_class in classes:
+            analyses.append(
+                _analyze_class(prompt_class, group, loads, metric, slo, context, k_max, servers[tp], notes, drift_tolerance, tp)
+            )
     table = [rec.text for analysis in analyses for rec in analysis.recommendations.values()]
     summary = [line for analysis in analyses for line in summary_lines(analysis, loads, {p.variant.name: p.variant for p in points})]
-    return SweepAnalysis(sweep_id, loads, analyses, table, summary, notes, metric, confidence, resamples, servers_per_node, price)
+    mix = sweep_mix.rank_configurations(
+        points,
+        weights or dict.fromkeys(classes, 1.0),
+        slo.ttft_ms,
+        slo.tpot_ms,
+        price,
+        servers,
+        reference_tp=reference_tp,
+        resamples=resamples,
+        confidence=confidence,
+    )
+    return SweepAnalysis(sweep_id, loads, analyses, table, summary, notes, metric, confidence, resamples, servers_per_node, price, mix)
 
 
 def summary_lines(cls: ClassAnalysis, loads: Sequence[Load], variants: Mapping[str, Variant]) -> list[str]:
@@ -465,9 +506,9 @@ def summary_lines(cls: ClassAnalysis, loads: Sequence[Load], variants: Mapping[s
                 where = f"from {format(first.value, 'g')} to {format(last.value, 'g')} {unit}"
             rec = cls.recommendations[last.label]
             variant = variants.get(rec.variant) if rec.variant != BASELINE else None
-            text = recommendation_text(cls.prompt_class, last, variant, rec.speedup, []).split(": ", 1)[1]
+            text = recommendation_text(cls.title, last, variant, rec.speedup, []).split(": ", 1)[1]
             text += f", {rec.cost}" if rec.cost else ""
-            lines.append(f"{cls.prompt_class} prompts {where}: {text}" + (f" (at {last.describe()})" if len(run) > 1 else ""))
+            lines.append(f"{cls.title} prompts {where}: {text}" + (f" (at {last.describe()})" if len(run) > 1 else ""))
     return lines
 
 
@@ -482,7 +523,10 @@ def _analyze_class(
     servers_per_node: int,
     notes: list[str],
     drift_tolerance: float,
+    tp: int = 0,
 ) -> ClassAnalysis:
+    """One class over ``points`` of one TP (its baseline is the reference of every speedup)."""
+    title = titled(prompt_class, tp)
     mine = {p.point_id: [r for r in p.records if r.prompt_class == prompt_class] for p in points}
     variants = {p.variant.name: p.variant for p in points}
     curves: dict[str, list[DraftCurve]] = {}
@@ -517,7 +561,7 @@ def _analyze_class(
                 optimum = None
             drafts.append(DraftCurve(draft, a, c, cps, optimum, a_source))
         curves[load.label] = drafts
-        rec = _recommend(prompt_class, load, base, good, variants, drafts, metric, context)
+        rec = _recommend(prompt_class, load, base, good, variants, drafts, metric, context, title)
         # Cost beside the recommendation, over every request of the two points (failed ones took busy time too).
         all_base = [r for p in at_load if p.variant.is_baseline for r in mine[p.point_id]]
         chosen = [r for p in spec if p.variant.name == rec.variant for r in mine[p.point_id]] if rec.variant != BASELINE else None
@@ -541,8 +585,8 @@ def _analyze_class(
             pairs = [(lp.load.value, lp.speedup) for lp in load_points if lp.variant == best and lp.load.kind == kind and lp.speedup]
             if pairs:
                 crossovers.append(crossover(kind, pairs))
-    drift = _drift(prompt_class, points, mine, loads, context, notes, drift_tolerance)
-    return ClassAnalysis(prompt_class, curves, recommendations, best, load_points, pareto_front(load_points), crossovers, drift)
+    drift = _drift(prompt_class, points, mine, loads, context, notes, drift_tolerance, title)
+    return ClassAnalysis(prompt_class, curves, recommendations, best, load_points, pareto_front(load_points), crossovers, drift, tp)
 
 
 def _recommend(
@@ -554,12 +598,13 @@ def _recommend(
     drafts: Sequence[DraftCurve],
     metric: str,
     context: _Context,
+    title: str = "",
 ) -> Recommendation:
     measured = {cp.variant: (cp.tpot if metric == TPOT else cp.e2e) for d in drafts for cp in d.points}
     ranked = sorted((name for name in measured if measured[name].point is not None), key=lambda n: -measured[n].point)  # type: ignore[operator]
     optimum = {d.draft_model: d.model_optimum for d in drafts if d.model_optimum}
     if not ranked or measured[ranked[0]].point <= 1.0:  # type: ignore[operator]
-        text = recommendation_text(prompt_class, load, None, stats.Interval(None), [])
+        text = recommendation_text(title or prompt_class, load, None, stats.Interval(None), [])
         return Recommendation(BASELINE, None, None, stats.Interval(1.0), metric, [], optimum, text)  # type: ignore[arg-type]
     best = ranked[0]
     tied = []
@@ -576,7 +621,7 @@ def _recommend(
             tied.append(other)
     variant = variants[best]
     others = [variants[o].describe() if variants[o].draft_model != variant.draft_model else f"k = {variants[o].k}" for o in tied]
-    text = recommendation_text(prompt_class, load, variant, measured[best], others)
+    text = recommendation_text(title or prompt_class, load, variant, measured[best], others)
     if variant.draft_model in optimum:
         k, s = optimum[variant.draft_model]  # type: ignore[index]
         text += f"; model optimum k = {k} ({s:.2f}x)"
@@ -630,6 +675,7 @@ def _drift(
     context: _Context,
     notes: list[str],
     tolerance: float,
+    title: str = "",
 ) -> list[Drift]:
     """The baseline's TPOT in the first wave against the last, per load (the sweep re-measures it).
     Flagged when the ratio's CI excludes 1 and the point is more than ``tolerance`` away from it
@@ -646,8 +692,9 @@ def _drift(
         ratio = context.speedup(last, first, TPOT, prompt_class, load.label, "drift")
         outside = ratio.known and not (ratio.low <= 1.0 <= ratio.high)  # type: ignore[operator]
         clear = outside and abs(ratio.point - 1.0) > tolerance  # type: ignore[operator]
-        text = f"{prompt_class}, {load.describe()}: baseline TPOT wave {waves[0]} / wave {waves[-1]} = {stats.format_interval(ratio)}" + (
-            " - DRIFT: the waves differ" if clear else ""
+        text = (
+            f"{title or prompt_class}, {load.describe()}: baseline TPOT wave {waves[0]} / wave {waves[-1]} = {stats.format_interval(ratio)}"
+            + (" - DRIFT: the waves differ" if clear else "")
         )
         if clear:
             notes.append(text)
@@ -663,6 +710,31 @@ def configured_slo(run: Mapping[str, Any], ttft_ms: float | None = None, tpot_ms
     snapshot recorded them (``plan.deployment.sweep.slo``), else none."""
     configured = (((run.get("plan") or {}).get("deployment") or {}).get("sweep") or {}).get("slo") or {}
     return Slo(ttft_ms if ttft_ms is not None else configured.get("ttft_ms"), tpot_ms if tpot_ms is not None else configured.get("tpot_ms"))
+
+
+@dataclass(frozen=True)
+class RecordedMix:
+    """What the mix recommendation takes from a point's settings snapshot (``plan.deployment``)."""
+
+    weights: dict[str, float] | None  # sweep.class_weights as synth resolved it; None: equal weights
+    servers_by_tp: dict[int, int]  # servers per node at each other TP the points ran at
+    reference_tp: int | None  # serving.tensor_parallel_size
+
+
+def recorded_mix(run: Mapping[str, Any], points: Sequence[Point]) -> RecordedMix:
+    """The traffic mix, each TP's servers per node (the recorded logical cores per node // TP) and
+    the services' TP from a sweep point's run.json; ValueError when points ran at a TP whose servers
+    per node the run cannot tell."""
+    deployment = (run.get("plan") or {}).get("deployment") or {}
+    weights = ((deployment.get("sweep") or {}).get("class_weights")) if isinstance(deployment.get("sweep"), dict) else None
+    ok = isinstance(weights, dict) and weights and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights.values())
+    tps = {int(p.variant.tp or 0) for p in points} - {0}
+    reference = (deployment.get("serving") or {}).get("tensor_parallel_size") if isinstance(deployment.get("serving"), dict) else None
+    return RecordedMix(
+        dict(weights) if ok else None,
+        cost.servers_by_tp(deployment, tps) if tps else {},
+        reference if isinstance(reference, int) and not isinstance(reference, bool) else None,
+    )
 
 
 def load_of_record(record: RequestRecord, default: Load) -> Load:
@@ -690,7 +762,7 @@ def points_from_run(
     sweep = run.get("sweep")
     if isinstance(sweep, dict):
         v, lo = sweep.get("variant") or {}, sweep.get("load") or {}
-        variant = Variant(str(v.get("name", BASELINE)), v.get("draft_model"), v.get("k"), v.get("method"))
+        variant = Variant(str(v.get("name", BASELINE)), v.get("draft_model"), v.get("k"), v.get("method"), v.get("tp"))
         load = Load(str(lo.get("kind", CONCURRENCY)), float(lo.get("value", 1)))
         a = _class_acceptance(acceptance, None, variant.k, class_of, None)
         return [Point(str(sweep.get("point_id", "")), variant, load, int(sweep.get("wave", 0)), tuple(records), a, source)]

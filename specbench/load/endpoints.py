@@ -7,7 +7,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import aiohttp
 
@@ -17,6 +17,17 @@ from specbench.load.types import Endpoint
 
 class NotReadyError(RuntimeError):
     """Endpoints that did not become ready in time; the message names each and what it last answered."""
+
+
+# What ``wait_ready`` tells an observer after each poll: per endpoint name its status (None: ready),
+# the seconds since the wait began, and whether this is the wait's last poll (all ready, or it gives up).
+Observer = Callable[[Mapping[str, "str | None"], float, bool], None]
+SERVES_PREFIX = "serves "  # endpoint_status's answer when /v1/models lists other models
+
+
+def serves_other_model(status: str | None) -> bool:
+    """Whether a status says the endpoint answers but serves other models (a configuration, not a start)."""
+    return bool(status) and str(status).startswith(SERVES_PREFIX)
 
 
 async def endpoint_status(session: aiohttp.ClientSession, endpoint: Endpoint, model: str) -> str | None:
@@ -31,7 +42,7 @@ async def endpoint_status(session: aiohttp.ClientSession, endpoint: Endpoint, mo
             served = [item.get("id") for item in (await response.json()).get("data", [])]
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
         return f"unreachable ({type(error).__name__}: {error})"[:200]
-    return None if model in served else f"serves {served}, not {model!r}"
+    return None if model in served else f"{SERVES_PREFIX}{served}, not {model!r}"
 
 
 async def wait_ready(
@@ -40,9 +51,12 @@ async def wait_ready(
     timeout_s: float,
     poll_s: float = 1.0,
     log: Callable[[str], None] = print,
+    observe: Observer | None = None,
 ) -> None:
-    """Poll until every endpoint is ready; NotReadyError after ``timeout_s`` (services may be compiling)."""
-    deadline = time.monotonic() + timeout_s
+    """Poll until every endpoint is ready; NotReadyError after ``timeout_s`` (services may be compiling).
+    ``observe`` is called after every poll, off the event loop (it may block: outputs/readiness.py publishes)."""
+    started = time.monotonic()
+    deadline = started + timeout_s
     next_log = 0.0
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         while True:
@@ -50,9 +64,12 @@ async def wait_ready(
             waiting = [
                 f"{endpoint.name} at {endpoint.url}: {status}" for endpoint, status in zip(endpoints, statuses, strict=False) if status
             ]
+            now = time.monotonic()
+            if observe is not None:
+                seen = {endpoint.name: status for endpoint, status in zip(endpoints, statuses, strict=True)}
+                await asyncio.to_thread(observe, seen, now - started, not waiting or now >= deadline)
             if not waiting:
                 return
-            now = time.monotonic()
             if now >= deadline:
                 raise NotReadyError(f"not ready after {timeout_s:g} s: " + "; ".join(waiting))
             if now >= next_log:

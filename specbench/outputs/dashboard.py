@@ -2,6 +2,8 @@
 speculative decoding is, how sure we are, and why.
 
 Layout, top to bottom (a 24-column grid):
+    deployment    each service's state, node-hours against the budget, the sweep's stages
+                  (outputs/deployment_state.py: its table, live graphs beside)
     header        run, what was deployed, status (PARTIAL / no data yet), the one-line verdict
     speedups      table per prompt class and test case: speedups with 95% CIs, acceptance, model
     cost          per prompt class: tokens/s per node and cost per million output tokens (table, graph)
@@ -29,6 +31,7 @@ from specbench import jsonfile
 from specbench.analysis import aggregate, cost, loads
 from specbench.analysis.aggregate import RunSummary, cross_stack_note, rehearsal_note, title_prefix
 from specbench.analysis.stats import format_interval
+from specbench.outputs import deployment_state
 
 GRID_WIDTH = 24
 MAX_WIDGETS = 500
@@ -69,6 +72,9 @@ class DashboardSettings:
     # Test cases known from CloudWatch alone (ListMetrics), when no stored run names them: case -> class.
     discovered_cases: Mapping[str, str] = field(default_factory=dict)
     discovered_variants: Sequence[str] = ()
+    # The deployment's budget.node_hours (0: none), drawn on the node-hours graph, and env.profile.
+    budget_node_hours: float = 0.0
+    profile: str = ""
 
 
 def body(
@@ -76,13 +82,17 @@ def body(
     settings: DashboardSettings,
     live: Mapping[LiveKey, float] | None = None,
     hardware_facts: Sequence[Mapping[str, Any]] = (),
+    deployment: deployment_state.Deployment | None = None,
 ) -> dict[str, Any]:
     """The whole dashboard; deterministic for the same inputs (PutDashboard replaces the body).
-    ``hardware_facts``: the stored results/hardware-facts/*.json, shown when there are any."""
+    ``hardware_facts``: the stored results/hardware-facts/*.json, shown when there are any;
+    ``deployment``: what the top row shows (None: not read yet, as in the stack's first body)."""
     live = live or {}
     cases = _cases(summary, settings)
     variants = _variants(summary, settings)
     grid = _Grid()
+    for width, height, widget in deployment_state.row(deployment, settings):
+        grid.add(width, height, widget)
     grid.add(24, 6, text(header_markdown(summary, settings)))
     if hardware_facts:
         facts_text = hardware_facts_markdown(hardware_facts)
@@ -128,7 +138,7 @@ HARDWARE_FACTS_PREFIX = "hardware-facts/"  # under the results prefix (charts/ha
 
 def hardware_facts_markdown(facts: Sequence[Mapping[str, Any]]) -> str:
     """One line per Neuron node the hardware-facts Job saw, its verdict, and each contradicting or
-    unread fact (the Job's own verdict, charts/scripts/hardware_facts.py)."""
+    unread fact (the Job's own verdict, specbench/hardware/facts.py)."""
     lines = ["### Hardware facts (first start)"]
     for f in sorted(facts, key=lambda f: str(f.get("node"))):
         if "problems" not in f:

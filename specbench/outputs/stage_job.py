@@ -23,6 +23,29 @@ CRONJOB = "specbench-sweep"  # charts/sweep.py NAME
 NAME_LABEL = "app.kubernetes.io/name"  # charts/sweep.py LABELS
 STAGE_UNITS_ENV = "SWEEP_STAGE_UNITS"  # the catalogue indexes a stage's Job runs, by completion index
 SWEEP_ID_ENV = "SWEEP_ID"
+# A TP group's CronJob (charts/sweep.py: sweep.tensor_parallel_sizes): its label, the suffix of its
+# CronJob's and Jobs' names, and the env its point runner takes that suffix off the Job's name by.
+TP_LABEL = "specbench/sweep-tp"
+SWEEP_ID_SUFFIX_ENV = "SWEEP_ID_SUFFIX"
+
+
+def tp_suffix(tp: int) -> str:
+    return f"-tp{tp}" if tp else ""
+
+
+def group_job_name(sweep_id: str, stage: int, tp: int = 0) -> str:
+    """A stage's Job of one TP group: ``<sweep id>-s<stage>`` (the services' TP) or ``...-s<stage>-tp<N>``."""
+    suffix = f"-s{stage}{tp_suffix(tp)}"
+    stem = re.sub(r"[^a-z0-9-]", "-", sweep_id.lower())[: 63 - len(suffix)].strip("-") or "sweep"
+    return stem + suffix
+
+
+def stage_groups(stage_doc: Mapping[str, Any]) -> list[int]:
+    """The TP groups the next stage has units in (each needs its group's Job)."""
+    variants = ((stage_doc.get("next_stage") or {}).get("variants")) or []
+    return sorted({int(v.get("tp") or 0) for v in variants if isinstance(v, dict)})
+
+
 # A DNS-1123 label: "For best compatibility, the name should follow the more restrictive rules for a DNS
 # label. Even when the name is a DNS subdomain, the name must be no longer than 63 characters"
 # (kubernetes.io/docs/concepts/workloads/controllers/job/: it becomes its pods' names and job-name label).
@@ -53,9 +76,10 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def check_stage_doc(doc: Any) -> tuple[str, int, list[int]]:
+def check_stage_doc(doc: Any, tp: int | None = None) -> tuple[str, int, list[int]]:
     """The stage document's sweep id, next stage and completion index -> catalogue unit index
-    (unit 0 is the baseline, so the catalogue's i-th variant is unit i + 1)."""
+    (unit 0 is the baseline, so the catalogue's i-th variant is unit i + 1); with ``tp``, only the
+    stage's units of that TP group (0: the services' TP)."""
     doc = _mapping(doc, "--stage document")
     try:
         sweep_id = check_name(doc.get("sweep_id"), "--stage document: sweep_id")
@@ -86,7 +110,11 @@ def check_stage_doc(doc: Any) -> tuple[str, int, list[int]]:
         index = names.index(name) + 1
         if index in indexes:  # two completion indexes of one unit would measure (and store) its points twice
             raise StageJobError(f"--stage document: stage {stage} lists variant {name} twice")
-        indexes.append(index)
+        if tp is None or int(entry.get("tp") or 0) == tp:
+            indexes.append(index)
+    if not indexes:
+        groups = ", ".join(f"cronjob/{CRONJOB}{tp_suffix(g)}" for g in stage_groups(doc))
+        raise StageJobError(f"stage {stage} has no unit at TP {tp or 'of the services'}: make its Jobs from {groups}")
     return sweep_id, stage, indexes
 
 
@@ -136,15 +164,19 @@ def stage_job(job: Any, stage_doc: Any, slots: int | None = None) -> dict[str, A
     ``SWEEP_STAGE_UNITS`` mapping each completion index to the variant's index in the chart's unit
     catalogue (charts/sweep.py: baseline, every variant, baseline again), and the sweep id fixed
     (the stage's Job has a name of its own, the sweep keeps its id)."""
-    sweep_id, _, indexes = check_stage_doc(stage_doc)
     check_job(job)
+    tp_label = ((job.get("metadata") or {}).get("labels") or {}).get(TP_LABEL, "0")
+    if not (isinstance(tp_label, str) and tp_label.isdigit()):
+        raise StageJobError(f"Job metadata.labels[{TP_LABEL}] is {echo(tp_label)}: not a TP (a whole number)")
+    sweep_id, _, indexes = check_stage_doc(stage_doc, int(tp_label))
     out = copy.deepcopy(job)
     spec = out["spec"]
     spec["completions"] = len(indexes)
     spec["parallelism"] = min(int(slots or spec.get("parallelism") or len(indexes)), len(indexes))
     pod = spec["template"]["spec"]
     for container in [*pod.get("initContainers", []), *pod["containers"]]:
-        env = [e for e in container.get("env", []) if e["name"] not in (STAGE_UNITS_ENV, SWEEP_ID_ENV)]
+        # The sweep id is set: a TP group's suffix (the Job name's) is not taken off it.
+        env = [e for e in container.get("env", []) if e["name"] not in (STAGE_UNITS_ENV, SWEEP_ID_ENV, SWEEP_ID_SUFFIX_ENV)]
         if any(e["name"] == SWEEP_ID_ENV for e in container.get("env", [])):
             env.append({"name": SWEEP_ID_ENV, "value": sweep_id})
         env.append({"name": STAGE_UNITS_ENV, "value": ",".join(map(str, indexes))})

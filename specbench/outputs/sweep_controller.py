@@ -9,7 +9,8 @@ continues where it was:
 
 - no stage document yet: stage 1 is the sweep's first Job (named the sweep id); wait for it;
 - the last document proposes no stage: done;
-- the proposed stage's points are all stored: decide (``sweep_next.advance``, the same function
+- the proposed stage's points are all stored and complete (checked.py: not a run still going):
+  decide on them read again (``sweep_next.advance``, the same function
   ``sweep next`` calls, with the same Inputs: config/sweep_decision.py; it writes the document
   whole, one PUT);
 - its Job (``job_name(sweep id, stage)``: a restart finds it) exists: wait; failed: stop;
@@ -33,10 +34,10 @@ from typing import Any
 
 from specbench.jsonfile import dumps
 from specbench.outputs import sweep_next
-from specbench.outputs.stage_job import StageJobError, job_name, stage_job
-from specbench.sweep import staged
+from specbench.outputs.stage_job import StageJobError, group_job_name, stage_groups, stage_job, tp_suffix
+from specbench.sweep import checked, staged
 from specbench.sweep.jobs_api import ACCOUNT, IN_CLUSTER, JobsApi, JobsApiError, job_state
-from specbench.sweep.plan import Estimates
+from specbench.sweep.plan import Estimates, Packing, Room
 from specbench.sweep.points import SweepVariant, loads
 
 DONE, BUDGET, FAILED = "done", "budget", "failed"
@@ -63,7 +64,11 @@ def _field(settings: Mapping[str, Any], key: str, kinds: tuple[type, ...], where
 def _variant(d: Any, where: str) -> SweepVariant:
     if not isinstance(d, Mapping):
         raise ControlError(f"{where}: expected an object, got {d!r:.40}")
-    return SweepVariant(_field(d, "name", (str,), where), str(d.get("draft_model") or ""), int(d.get("k") or 0), str(d.get("method") or ""))
+    tp = d.get("tp", 0)
+    if type(tp) is not int or tp < 0:
+        raise ControlError(f"{where}.tp: expected a whole number >= 0 (0: the services' TP), got {tp!r:.40}")
+    name = _field(d, "name", (str,), where)
+    return SweepVariant(name, str(d.get("draft_model") or ""), int(d.get("k") or 0), str(d.get("method") or ""), tp)
 
 
 def inputs_from_settings(settings: Mapping[str, Any]) -> sweep_next.Inputs:
@@ -111,7 +116,32 @@ def inputs_from_settings(settings: Mapping[str, Any]) -> sweep_next.Inputs:
         else staged.StagedCost(*(float(_field(plan, k, number, "settings.plan")) for k in ("stage_one", "expected", "worst", "grid"))),
         _field(settings, "budget_node_hours", optional),
         tuple(_variant(v, f"settings.stage_one[{i}]") for i, v in enumerate(_field(settings, "stage_one", (list,)))),
+        _packing(settings.get("packing")),
     )
+
+
+def _packing(value: Any) -> Packing | None:
+    """settings.packing (config/sweep_decision.py ``packing_settings``) back into a Packing; null: none."""
+    if value is None:
+        return None
+    where = "settings.packing"
+
+    def whole(items: Any, size: int, field: str) -> list[list[int]]:
+        ok = isinstance(items, list) and all(
+            isinstance(r, list) and len(r) == size and all(type(x) is int and x >= 0 for x in r) for r in items
+        )
+        if not ok or not items:
+            raise ControlError(f"{where}.{field}: expected a non-empty list of {size} whole numbers >= 0 each, got {items!r:.60}")
+        return items
+
+    if not isinstance(value, dict):
+        raise ControlError(f"{where}: expected an object or null, got {value!r:.40}")
+    free = whole(value.get("free"), 3, "free")
+    demand = whole(value.get("demand"), 4, "demand")
+    devices = value.get("devices_per_node")
+    if type(devices) is not int or devices < 1:
+        raise ControlError(f"{where}.devices_per_node: expected a whole number >= 1, got {devices!r:.40}")
+    return Packing(tuple(Room(*r) for r in free), tuple((tp, Room(*r)) for tp, *r in demand), devices)
 
 
 def stage_template(first: Mapping[str, Any], name: str, stage: int) -> dict[str, Any]:
@@ -147,14 +177,15 @@ def _over_budget(doc: Mapping[str, Any]) -> str:
     return ""
 
 
-def template_key(sweep_id: str) -> str:
-    return f"sweeps/{sweep_id}/{sweep_next.STAGES}stage-job-template.json"
+def template_key(sweep_id: str, tp: int = 0) -> str:
+    return f"sweeps/{sweep_id}/{sweep_next.STAGES}stage-job-template{tp_suffix(tp)}.json"
 
 
-def _template(api: Any, store: Any, sweep_id: str, first_job: str) -> dict[str, Any] | None:
-    """The sweep's first Job, kept in the sweep's prefix when first seen: ttlSecondsAfterFinished
-    deletes a finished Job (charts/sweep.py sets it), and later stages are made from its spec."""
-    key = template_key(sweep_id)
+def _template(api: Any, store: Any, sweep_id: str, first_job: str, tp: int = 0) -> dict[str, Any] | None:
+    """The sweep's first Job (of TP group ``tp``: ``<first job>-tp<N>``), kept in the sweep's prefix
+    when first seen: ttlSecondsAfterFinished deletes a finished Job (charts/sweep.py sets it), and
+    later stages are made from its spec."""
+    key = template_key(sweep_id, tp)
     if key in store.keys(key):
         return json.loads(store.read_text(key))
     first = api.get(first_job)
@@ -174,43 +205,62 @@ def step(api: Any, store: Any, sweep_id: str, inputs: sweep_next.Inputs, first_j
             DONE, f"sweep {sweep_id}: every decision is made after stage {documents[-1]['after_stage']}"
         )
     folders = load_sweep_folders(store, sweep_id)
-    stored = {p.point_id for f in folders for p in f.points}
-    if not documents:  # stage 1: the sweep's first Job (its spec kept first: later stages are made from it)
-        name, stage, job = first_job, 1, _template(api, store, sweep_id, first_job)
-        if job is not None:
-            job = api.get(first_job) or {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}  # gone: finished
+    # Stored means usable (checked.py): a pod's point folder appears, run.json "running", as soon as its run
+    # starts, and a decision then would stop the sweep ("stage N has not finished") while its stage still runs.
+    stored = {p.point_id for p in checked.check(folders, sweep_id, inputs.variants, inputs.loads).used}
+    if not documents:  # stage 1: the sweep's first Job, and one per other TP group (their specs kept first)
+        stage, jobs = 1, {}
+        for tp in sorted({0, *(v.tp for v in inputs.stage_one)}):
+            name = first_job + tp_suffix(tp)
+            job = _template(api, store, sweep_id, name, tp)
+            if job is not None:
+                job = api.get(name) or {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}  # gone: finished
+            if job is None:
+                return "no first Job", Outcome(FAILED, f"sweep {sweep_id}: no Job {name} (stage 1: start the sweep first)")
+            jobs[name] = job
     else:
         stage = int(proposed["stage"])
-        name = job_name(sweep_id, stage)
         if all(p in stored for p in proposed.get("points") or []):  # measured (its Job may be gone: ttlSecondsAfterFinished)
-            return _decide(store, folders, sweep_id, inputs, resamples)
-        job = api.get(name)
-        if job is None:
-            over = _over_budget(documents[-1])
-            if over:
-                return "budget", Outcome(BUDGET, f"sweep {sweep_id}: {over}")
-            first = _template(api, store, sweep_id, first_job)
-            if first is None:
-                return "no first Job", Outcome(
-                    FAILED, f"sweep {sweep_id}: its first Job {first_job} is gone: no template for stage {stage}"
-                )
-            created = api.create(stage_job(stage_template(first, name, stage), documents[-1], inputs.slots))
-            return (f"created job {name} (stage {stage})" if created else f"job {name} (stage {stage}) was already created"), None
-    if job is None:
-        return "no first Job", Outcome(FAILED, f"sweep {sweep_id}: no Job {first_job} (stage 1: start the sweep first)")
-    state = job_state(job)
-    if state == "failed":
-        return f"job {name} failed", Outcome(
-            FAILED, f"sweep {sweep_id}: stage {stage}'s Job {name} failed: see kubectl -n {api.namespace} describe job {name}"
-        )
-    if state == "complete":
-        return _decide(store, folders, sweep_id, inputs, resamples)
-    return f"waiting for job {name} (stage {stage})", None
+            return _decide(store, sweep_id, inputs, resamples)
+        jobs, created = {}, []
+        for tp in stage_groups(documents[-1]) or [0]:  # one Job per TP group the stage has units in
+            name = group_job_name(sweep_id, stage, tp)
+            job = api.get(name)
+            if job is None:
+                over = _over_budget(documents[-1])
+                if over:
+                    return "budget", Outcome(BUDGET, f"sweep {sweep_id}: {over}")
+                first = _template(api, store, sweep_id, first_job + tp_suffix(tp), tp)
+                if first is None:
+                    return "no first Job", Outcome(
+                        FAILED, f"sweep {sweep_id}: its first Job {first_job + tp_suffix(tp)} is gone: no template for stage {stage}"
+                    )
+                slots = inputs.packing.slots(tp) if inputs.packing else inputs.slots
+                made = api.create(stage_job(stage_template(first, name, stage), documents[-1], slots))
+                created.append(f"created job {name} (stage {stage})" if made else f"job {name} (stage {stage}) was already created")
+            jobs[name] = job
+        if created:
+            return "; ".join(created), None
+    for name, job in jobs.items():
+        if job_state(job) == "failed":
+            return f"job {name} failed", Outcome(
+                FAILED, f"sweep {sweep_id}: stage {stage}'s Job {name} failed: see kubectl -n {api.namespace} describe job {name}"
+            )
+    if all(job_state(job) == "complete" for job in jobs.values()):
+        return _decide(store, sweep_id, inputs, resamples)
+    return f"waiting for job {', '.join(n for n, j in jobs.items() if job_state(j) != 'complete')} (stage {stage})", None
 
 
-def _decide(store: Any, folders: Any, sweep_id: str, inputs: sweep_next.Inputs, resamples: int) -> tuple[str, Outcome | None]:
+def _decide(store: Any, sweep_id: str, inputs: sweep_next.Inputs, resamples: int) -> tuple[str, Outcome | None]:
+    """Decide on the points read again now. The step's first read listed each folder's files before
+    reading its run.json: a pod finishing in between leaves a "completed" point whose last files
+    (the last test case's acceptance) were not listed, and a Job seen Complete after that read may
+    have written more. Every point the stage needed was complete before this listing, so it has
+    all of their files: the decision is the one ``sweep next`` makes on the stored points."""
+    from specbench.outputs.sweep_report import load_sweep_folders
+
     try:
-        _, doc, location = sweep_next.advance(store, folders, sweep_id, inputs, resamples)
+        _, doc, location = sweep_next.advance(store, load_sweep_folders(store, sweep_id), sweep_id, inputs, resamples)
     except ValueError as error:  # a finished stage whose points do not decide: a person must look
         return "cannot decide", Outcome(FAILED, str(error))
     return f"decided after stage {doc['after_stage']}: {location}", None

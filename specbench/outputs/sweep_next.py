@@ -22,9 +22,9 @@ from specbench import jsonfile
 from specbench.analysis import cost
 from specbench.analysis.sweep import Point
 from specbench.names import check_name
-from specbench.outputs.stage_job import CRONJOB, STAGE_UNITS_ENV, job_name, stage_job  # noqa: F401 (the filter's home)
+from specbench.outputs.stage_job import CRONJOB, STAGE_UNITS_ENV, group_job_name, job_name, stage_job, tp_suffix  # noqa: F401
 from specbench.sweep import checked, evidence, pinning, staged
-from specbench.sweep.plan import Estimates
+from specbench.sweep.plan import Estimates, Packing
 from specbench.sweep.points import Load, SweepVariant, point_id
 
 STAGES = "stages/"
@@ -51,6 +51,7 @@ class Inputs:
     plan: staged.StagedCost | None = None  # config/sweep.py staged_cost: stage 1, expected, worst case
     budget_node_hours: float | None = None
     stage_one: tuple[SweepVariant, ...] = ()  # what the synth Job measures besides the baseline (config/sweep.py)
+    packing: Packing | None = None  # units of several TPs (sweep.tensor_parallel_sizes): a stage is one wave of what fits
 
 
 def stage_documents(store: Any, sweep_id: str) -> list[dict[str, Any]]:
@@ -90,12 +91,14 @@ def current_stage(documents: Sequence[Mapping[str, Any]], stored: set[str]) -> i
     return int(proposed["stage"])
 
 
-def command(inputs: Inputs, sweep_id: str, stage: int, stage_file: str) -> str:
-    """The next stage's shell command; the document's location quoted (a results folder may hold spaces)."""
-    job, namespace = job_name(sweep_id, stage), shlex.quote(inputs.namespace)
-    return (
-        f"kubectl -n {namespace} create job {job} --from=cronjob/{CRONJOB} --dry-run=client -o json"
-        f" | python -m specbench sweep stage-job --stage {shlex.quote(stage_file)} | kubectl -n {namespace} apply -f -"
+def command(inputs: Inputs, sweep_id: str, stage: int, stage_file: str, tps: Sequence[int] = (0,)) -> str:
+    """The next stage's shell command; the document's location quoted (a results folder may hold spaces).
+    A stage with units at several TPs is one Job per TP group, each from its group's CronJob."""
+    namespace = shlex.quote(inputs.namespace)
+    return " && ".join(
+        f"kubectl -n {namespace} create job {group_job_name(sweep_id, stage, tp)} --from=cronjob/{CRONJOB}{tp_suffix(tp)} --dry-run=client"
+        f" -o json | python -m specbench sweep stage-job --stage {shlex.quote(stage_file)} | kubectl -n {namespace} apply -f -"
+        for tp in tps
     )
 
 
@@ -116,6 +119,7 @@ def advance(
     documents = stage_documents(store, sweep_id)
     stage = _ready(documents, points, left_out, inputs, sweep_id)
     servers = _servers_per_node(folders, points)
+    by_tp = _servers_by_tp(folders, points)
     pins = pinning.pinned(inputs.objective, inputs.margin, servers, inputs.variants, inputs.loads)
     started = pinning.recorded(documents[0]) if documents else {}
     changed = pinning.differences(started, pins)
@@ -125,7 +129,7 @@ def advance(
             "with (after-stage-1.json's pinned), or start a new sweep"
         )
     notes: list[str] = []
-    obs = evidence.observations(points, notes=notes, servers_per_node=servers)
+    obs = evidence.observations(points, notes=notes, servers_per_node=servers, servers_by_tp=by_tp)
     gone = pinning.vanished(documents, _measured_labels(obs))
     if gone:
         why = f"; left out: {'; '.join(left_out[:3])}" if left_out else ""
@@ -142,11 +146,12 @@ def advance(
             f"sweep {sweep_id}: the traffic mix weighs class(es) {', '.join(missing)} that no stored point measured "
             f"(measured: {', '.join(sorted(seen))}); set sweep.class_weights to the suite's classes"
         )
-    step = evidence.advance(obs, inputs.variants, inputs.objective, stage, inputs.slots, inputs.margin, resamples)
+    step = evidence.advance(obs, inputs.variants, inputs.objective, stage, inputs.slots, inputs.margin, resamples, inputs.packing)
     key = f"sweeps/{sweep_id}/{STAGES}after-stage-{stage}.json"
     location = f"{store.location.rstrip('/')}/{key}"
+    groups = sorted({v.tp for v in step.proposal})
     doc = evidence.step_document(
-        step, sweep_id, inputs.loads, inputs.objective, command(inputs, sweep_id, stage + 1, location) if step.proposal else ""
+        step, sweep_id, inputs.loads, inputs.objective, command(inputs, sweep_id, stage + 1, location, groups) if step.proposal else ""
     )
     doc["objective"]["servers_per_node"] = servers
     doc["pinned"] = pins  # what the first document pinned (any difference was refused above)
@@ -201,10 +206,26 @@ def _servers_per_node(folders: Sequence[checked.Folder], points: Sequence[Point]
     return 1
 
 
+def _servers_by_tp(folders: Sequence[checked.Folder], points: Sequence[Point]) -> dict[int, int]:
+    """Servers per node at each other TP the points ran at: the recorded logical cores per node // TP
+    (a server is charged its share of the node's devices, specbench/analysis/cost.py)."""
+    tps = {int(p.variant.tp or 0) for p in points} - {0}
+    if not tps:
+        return {}
+    used = {p.point_id for p in points}
+    deployment = next(((f.run.get("plan") or {}).get("deployment") or {} for f in folders if any(p.point_id in used for p in f.points)), {})
+    try:
+        return cost.servers_by_tp(deployment, tps)
+    except ValueError as error:
+        raise NextError(str(error)) from None
+
+
 def _measured_labels(obs: staged.Observations) -> dict[str, set[str]]:
     out = {load: {c.label for c in by_config} for load, by_config in obs.measured.items()}
     for load in obs.baseline:
         out.setdefault(load, set()).add(staged.BASELINE.label)
+    for load, by_tp in obs.tp_baseline.items():
+        out.setdefault(load, set()).update(staged.Config(tp=tp).label for tp in by_tp)
     return out
 
 
@@ -215,9 +236,12 @@ def _node_hours(
     graphs: the services' or a measured configuration's) and the running total: stage 1 as
     planned, every stage proposed before, this one."""
     earlier = [float((d.get("node_hours") or {}).get("next_stage") or 0.0) for d in documents if d["after_stage"] < step.stage]
-    configs = [staged.Config(v.draft_model, v.k, v.method) for v in step.proposal]
-    units = staged.stage_units(step.stage + 1, configs, [*inputs.precompiled, *measured])
-    hours = staged.stage_node_hours(units, inputs.slots, len(inputs.loads), inputs.estimates, inputs.nodes) if configs else 0.0
+    configs = [evidence.config_of_variant(v) for v in step.proposal]
+    units = staged.stage_units(
+        step.stage + 1, configs, [*inputs.precompiled, *measured], {c: v for c, v in zip(configs, step.proposal, strict=True)}
+    )
+    slots = inputs.packing or inputs.slots
+    hours = staged.stage_node_hours(units, slots, len(inputs.loads), inputs.estimates, inputs.nodes) if configs else 0.0
     plan = inputs.plan
     return {
         "stage_one": plan.stage_one if plan else None,

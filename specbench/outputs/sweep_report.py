@@ -21,6 +21,7 @@ from specbench.analysis.cost import NodePrice, describe_cost
 from specbench.analysis.loads import describe_level
 from specbench.analysis.stats import Interval, format_interval
 from specbench.analysis.sweep import METRIC_TITLES, TPOT, ClassAnalysis, Point, SweepAnalysis, points_from_run
+from specbench.analysis.sweep_mix import describe_cost as describe_mix_cost
 from specbench.results import runfiles
 from specbench.results.store import LOCK_FILE
 from specbench.sweep import checked
@@ -128,6 +129,7 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
         "",
     ]
     lines += [f"- {line}" for line in analysis.summary] or ["- no data"]
+    lines += mix_section(analysis)
     lines += ["", "Per load, with the model's optimum and the points indistinguishable from the best:", ""]
     lines += [f"- {line}" for line in analysis.table]
     for note in analysis.notes:
@@ -135,7 +137,7 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
     section = staged_section(staged)
     lines += ["", *section] if section else []
     for cls in analysis.classes:
-        lines += ["", f"## {cls.prompt_class} prompts", ""]
+        lines += ["", f"## {cls.title} prompts", ""]
         lines += _curve_table(cls, analysis.servers_per_node)
         lines += ["", f"### Against load: baseline and {cls.best_variant}", ""]
         lines += _load_table(cls, analysis.price, analysis.servers_per_node)
@@ -145,9 +147,38 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
         for drift in cls.drift:
             lines.append(f"- Baseline drift: {drift.text}")
         for name, path in charts.items():
-            if name.startswith(_slug(cls.prompt_class) + "-"):
+            if name.startswith(_slug(cls.title) + "-speedup-") or name == _slug(cls.title) + "-load":
                 lines += ["", f"![{name}]({path})"]
     return "\n".join(lines) + "\n"
+
+
+def mix_section(analysis: SweepAnalysis) -> list[str]:
+    """The cheapest configuration within the SLOs per load for the traffic mix, over every TP
+    (specbench/analysis/sweep_mix.py), and the ranking behind it."""
+    if not analysis.mix:
+        return []
+    unit = "USD" if analysis.price.known else "node-hours"
+    lines = [
+        "",
+        "### Cheapest configuration for the traffic mix",
+        "",
+        f"Per load (per server), every measured configuration by its mix-weighted cost of a million output tokens ({unit}; "
+        f"{analysis.confidence:.0%} bootstrap CI, each class's requests resampled), a server charged its TP's share of the node "
+        "(servers per node = logical cores per node // TP); within the SLOs: every weighted class's median TPOT and TTFT.",
+        "",
+    ]
+    lines += [f"- {ranking.text}" for ranking in analysis.mix]
+    for ranking in analysis.mix:
+        lines += ["", f"| {ranking.load_text}: configuration | TP | servers per node | cost per M output tokens | within the SLOs |"]
+        lines.append("| --- | --- | --- | --- | --- |")
+        for c in ranking.ranked:
+            mark = "yes" if c.within_slo else f"no: {c.broken}"
+            best = " (cheapest)" if c.variant == ranking.best else (" (tie)" if c.variant in ranking.ties else "")
+            lines.append(
+                f"| {c.variant}{best} | {c.tp or 'services'} | {c.servers_per_node} | {describe_mix_cost(c, analysis.price)} | {mark} |"
+            )
+        lines += [f"- not ranked: {item}" for item in ranking.unranked]
+    return lines
 
 
 def _curve_table(cls: ClassAnalysis, servers_per_node: int) -> list[str]:
@@ -234,13 +265,13 @@ def write_charts(analysis: SweepAnalysis, out_dir: Path) -> dict[str, Path]:
             for label, drafts in cls.curves.items():
                 figure = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
                 _speedup_axes(figure.add_subplot(), cls, label, drafts, analysis, source)
-                written[f"{_slug(cls.prompt_class)}-speedup-{label}"] = _save(figure, out_dir, f"{_slug(cls.prompt_class)}-speedup-{label}")
+                written[f"{_slug(cls.title)}-speedup-{label}"] = _save(figure, out_dir, f"{_slug(cls.title)}-speedup-{label}")
             if cls.load_points:
                 figure = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
                 left, right = figure.subplots(1, 2)
                 _pareto_axes(left, cls, source)
                 _percentile_axes(right, cls)
-                written[f"{_slug(cls.prompt_class)}-load"] = _save(figure, out_dir, f"{_slug(cls.prompt_class)}-load")
+                written[f"{_slug(cls.title)}-load"] = _save(figure, out_dir, f"{_slug(cls.title)}-load")
     return written
 
 
@@ -276,7 +307,7 @@ def _speedup_axes(ax: Any, cls: ClassAnalysis, label: str, drafts: Sequence[Any]
             ax.annotate(cp.variant, (cp.k, cp.tpot.point or 0), textcoords="offset points", xytext=(4, 6), fontsize=7)
     ax.axhline(1.0, color="#8c8c8c", linewidth=1)
     load = next((p.load.describe() for p in cls.load_points if p.load.label == label), label)
-    ax.set_title(f"{cls.prompt_class}: speedup vs k at {load} (95% CI); {source}", fontsize=9)
+    ax.set_title(f"{cls.title}: speedup vs k at {load} (95% CI); {source}", fontsize=9)
     ax.set_xlabel("k (draft tokens per step)")
     ax.set_ylabel("speedup vs baseline (x)")
     ax.legend(fontsize=7)
@@ -296,7 +327,7 @@ def _pareto_axes(ax: Any, cls: ClassAnalysis, source: str) -> None:
             )
     front = sorted(cls.pareto, key=lambda p: p.tokens_per_s_per_node or 0)
     ax.plot([p.tokens_per_s_per_node for p in front], [p.tokens_per_s_per_user for p in front], ":", color="black", label="Pareto front")
-    ax.set_title(f"{cls.prompt_class}: tokens/s per user vs per node, by load; {source}", fontsize=8)
+    ax.set_title(f"{cls.title}: tokens/s per user vs per node, by load; {source}", fontsize=8)
     ax.set_xlabel("tokens/s per node")
     ax.set_ylabel("tokens/s per user (median)")
     ax.legend(fontsize=7)
@@ -315,7 +346,7 @@ def _percentile_axes(ax: Any, cls: ClassAnalysis) -> None:
             ys = [getattr(by_label[labels[i]].ttft, stat) * 1000 for i in xs]
             ax.plot(xs, ys, style_ + "^", color=f"C{index}", alpha=0.6, label=f"{variant} TTFT {stat}")
     ax.set_xticks(range(len(labels)), labels)
-    ax.set_title(f"{cls.prompt_class}: TTFT and TPOT percentiles vs load (points: load levels)", fontsize=8)
+    ax.set_title(f"{cls.title}: TTFT and TPOT percentiles vs load (points: load levels)", fontsize=8)
     ax.set_xlabel("load level (c = in flight, r = requests/s)")
     ax.set_ylabel("ms")
     ax.legend(fontsize=6)
@@ -331,13 +362,15 @@ def dashboard_widgets(analysis: SweepAnalysis, y: int = 0) -> list[dict[str, Any
     widgets (REFERENCE.md), a sweep adds 1 + one per class."""
     metric = "TPOT" if analysis.metric == TPOT else "end-to-end"
     table = "\n".join(f"- {_md(line)}" for line in analysis.summary) or "- no data"
+    # The cheapest configuration within the SLOs for the traffic mix, per load (over every TP).
+    table += "".join(f"\n- cheapest within the SLOs {_md(ranking.text)}" for ranking in analysis.mix)
     widgets = [
         {
             "type": "text",
             "x": 0,
             "y": y,
             "width": 24,
-            "height": 2 + len(analysis.summary),
+            "height": 2 + len(analysis.summary) + len(analysis.mix),
             "properties": {"markdown": f"## Sweep {_md(analysis.sweep_id)}: recommendations ({metric} speedup)\n{table}"},
         }
     ]
@@ -347,7 +380,7 @@ def dashboard_widgets(analysis: SweepAnalysis, y: int = 0) -> list[dict[str, Any
         pair = [(cls, _bar_rows(cls, analysis.metric)) for cls in classes[row : row + 2]]
         height = min(3 + max(len(rows) for _, rows in pair), 1000)
         for column, (cls, rows) in enumerate(pair):
-            markdown_ = f"### {_md(cls.prompt_class)}: speedup per point\n```\n" + "\n".join(rows) + "\n```"
+            markdown_ = f"### {_md(cls.title)}: speedup per point\n```\n" + "\n".join(rows) + "\n```"
             widgets.append({"type": "text", "x": 12 * column, "y": y, "width": 12, "height": height, "properties": {"markdown": markdown_}})
         y += height
     return widgets

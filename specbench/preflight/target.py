@@ -125,8 +125,9 @@ def pulled_images(config: Any, baseline_image: str = "") -> tuple[tuple[str, str
     if baseline_image and baseline_image != s.image:
         images.append(("baseline image", baseline_image))
     images.append(("benchmark image", b.image))
-    if s.hf_token_secret_arn:
-        images.append(("model-cache token reader", s.aws_cli_image))
+    # Every pod that runs project code fetches it with this image first (charts/code.py); the
+    # model-cache Job always does, and reads the token secret with it when one is set.
+    images.append(("AWS CLI image (code fetch, token reader)", s.aws_cli_image))
     if a.neuron_scheduler:
         images.append(("neuron scheduler", a.neuron_scheduler_image))
     return tuple(images)

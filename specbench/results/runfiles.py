@@ -293,7 +293,7 @@ RUN_SCHEMA: dict[str, Any] = {
     "sweep": {
         "point_id": TEXT,
         "wave": INTEGER,
-        "variant": {"name": TEXT, "draft_model": TEXT, "k": INTEGER, "method": TEXT},
+        "variant": {"name": TEXT, "draft_model": TEXT, "k": INTEGER, "method": TEXT, "tp": INTEGER},
         "load": {"kind": TEXT, "value": NUMBER},
     },
 }

@@ -75,6 +75,8 @@ def _settings_problem(point: Point, variants: Mapping[str, SweepVariant], loads:
         want = variants[v.name]
         if (v.draft_model or "", int(v.k or 0)) != (want.draft_model, want.k):
             return f"variant {v.name} measured draft {v.draft_model} k={v.k}; sweep.variants has it as draft {want.draft_model} k={want.k}"
+        if int(v.tp or 0) != want.tp:  # 0: the services' TP (sweep.tensor_parallel_sizes)
+            return f"variant {v.name} measured at TP {v.tp or 'of the services'}; the sweep has it at TP {want.tp or 'of the services'}"
     if (point.load.kind, float(point.load.value)) not in {(load.kind, float(load.value)) for load in loads}:
         configured = ", ".join(lo.label for lo in loads)
         return f"load {point.load.label} is not configured (sweep.concurrencies, sweep.request_rates: {configured})"

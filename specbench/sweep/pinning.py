@@ -60,7 +60,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def _short(value: Any) -> str:
     if isinstance(value, list) and value and isinstance(value[0], dict):
-        return "[" + ", ".join(f"{v.get('name')}={v.get('draft_model') or '-'}:{v.get('k')}" for v in value) + "]"
+        tp = lambda v: f"@tp{v['tp']}" if v.get("tp") else ""  # noqa: E731
+        return "[" + ", ".join(f"{v.get('name')}={v.get('draft_model') or '-'}:{v.get('k')}{tp(v)}" for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {format(v, '.3g') if isinstance(v, float) else v}" for k, v in sorted(value.items())) + "}"
     return str(value)
@@ -74,7 +75,7 @@ SETTING = {
     "slo_tpot_s": "sweep.slo_tpot_ms (in s)",
     "slo_ttft_s": "sweep.slo_ttft_ms (in s)",
     "decision_margin": "sweep.decision_margin",
-    "variants": "sweep.variants",
+    "variants": "sweep.variants (and sweep.tensor_parallel_sizes)",
     "loads": "sweep.concurrencies, sweep.request_rates (loads)",
 }
 
@@ -107,7 +108,8 @@ def stage_of(documents: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def label_of(variant: Mapping[str, Any]) -> str:
-    return staged.Config(str(variant.get("draft_model") or ""), int(variant.get("k") or 0), str(variant.get("method") or "")).label
+    draft, tp = str(variant.get("draft_model") or ""), int(variant.get("tp") or 0)
+    return staged.Config(draft, int(variant.get("k") or 0) if draft else 0, str(variant.get("method") or "") if draft else "", tp).label
 
 
 def decided_in(documents: Sequence[Mapping[str, Any]]) -> dict[str, int]:

@@ -25,20 +25,40 @@ NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z", re.ASCII)
 
 @dataclass(frozen=True)
 class SweepVariant:
-    """The baseline (no draft) or a speculative variant."""
+    """The baseline (no draft) or a speculative variant, at the services' tensor parallelism (tp 0)
+    or at a TP of its own (``sweep.tensor_parallel_sizes``: its own compile, devices and cost)."""
 
     name: str
     draft_model: str = ""
     k: int = 0
     method: str = ""
+    tp: int = 0  # logical cores; 0 = serving.tensor_parallel_size (the reference TP)
 
     @property
-    def compile_key(self) -> tuple[str, int, str]:
-        """What besides the shared serving settings changes the compiled graphs."""
-        return (self.draft_model, self.k, self.method)
+    def is_baseline(self) -> bool:
+        return not self.draft_model
+
+    @property
+    def compile_key(self) -> tuple[Any, ...]:
+        """What besides the shared serving settings changes the compiled graphs (TP among them:
+        charts/spec.py ``compile_settings``); (draft, k, method) at the reference TP."""
+        return (self.draft_model, self.k, self.method, *((self.tp,) if self.tp else ()))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "draft_model": self.draft_model, "k": self.k, "method": self.method}
+        # ``tp`` only when it is not the reference TP: documents and run.json of sweeps without TP
+        # variants stay as they were (pinning compares them).
+        return {
+            "name": self.name,
+            "draft_model": self.draft_model,
+            "k": self.k,
+            "method": self.method,
+            **({"tp": self.tp} if self.tp else {}),
+        }
+
+
+def tp_name(name: str, tp: int) -> str:
+    """A variant's name at another TP: ``q17-k7`` at TP 4 is ``q17-k7-tp4``, the baseline ``baseline-tp4``."""
+    return f"{name}-tp{tp}" if tp else name
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,8 @@ def parse_sweep_point(sweep_id: str, text: str) -> dict[str, Any]:
         raise ValueError(f"--sweep-point: wave {point['wave']!r} is not a whole number >= 0")
     if not isinstance(variant, dict) or not isinstance(variant.get("name"), str) or type(variant.get("k", 0)) is not int:
         raise ValueError('--sweep-point: variant must be {"name": text, "draft_model": text, "k": whole number, "method": text}')
+    if type(variant.get("tp", 0)) is not int or variant.get("tp", 0) < 0:
+        raise ValueError(f"--sweep-point: variant.tp {variant.get('tp')!r} is not a whole number >= 0 (0: the services' TP)")
     if not NAME.fullmatch(variant["name"]):
         raise ValueError(f"--sweep-point: variant.name {echo(variant['name'])} is not a DNS label")
     if variant.get("k", 0) < 0:  # the baseline has none (0), a speculative variant proposes k >= 1 tokens per step
@@ -106,5 +128,7 @@ def parse_sweep_point(sweep_id: str, text: str) -> dict[str, Any]:
     value = load.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"--sweep-point: load.value {value!r} is not a number greater than 0")
-    parsed = SweepVariant(variant["name"], str(variant.get("draft_model", "")), variant.get("k", 0), str(variant.get("method", "")))
+    parsed = SweepVariant(
+        variant["name"], str(variant.get("draft_model", "")), variant.get("k", 0), str(variant.get("method", "")), variant.get("tp", 0)
+    )
     return sweep_metadata(sweep_id, point["point_id"], point["wave"], parsed, Load(load["kind"], value))

@@ -9,7 +9,9 @@ server and the pod ends. Each point (one load level) is a normal ``specbench run
 localhost, stored under ``<results>/sweeps/<sweep id>/<point id>/`` with its ``sweep`` metadata; a
 failed point is counted and the next one still runs, so nothing already measured is lost. The sweep
 id is the Job's name (Kubernetes labels each pod with it), so every run of the sweep template writes
-its own folder. Standard library only.
+its own folder. Standard library only: it starts before the pod's requirements are on the path,
+from the code asset its init container fetched and checked (charts/code.py), and runs each point as
+``python <that zip> run ...``.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from specbench import jsonfile
+
 UNITS = "/opt/sweep/units.json"
-# The benchmark's zip as the pod's script unpacked it from the ConfigMap (charts/benchmark.py UNPACK).
-BUNDLE = "/tmp/specbench.pyz"
-DONE = "done"  # scripts/sweep_vllm.py stops the server when it appears
-SERVER_EXITED = "server-exited"  # scripts/sweep_vllm.py writes it when the server exits first
+# The code asset as the pod's fetch-code init container left it, checked (charts/code.py ZIP).
+BUNDLE = "/code/specbench.pyz"
+DONE = "done"  # specbench/sweep/vllm_supervisor.py stops the server when it appears
+SERVER_EXITED = "server-exited"  # specbench/sweep/vllm_supervisor.py writes it when the server exits first
 
 
 def point_command(python: str, bundle: str, point: dict, sweep_id: str, results: str) -> list[str]:
@@ -45,7 +49,7 @@ def point_command(python: str, bundle: str, point: dict, sweep_id: str, results:
         "--sweep-id",
         sweep_id,
         "--sweep-point",
-        json.dumps(meta, sort_keys=True),
+        jsonfile.dumps(meta, sort_keys=True),
     ]
 
 
@@ -98,6 +102,9 @@ def main() -> int:
     stage = os.environ.get("SWEEP_STAGE_UNITS", "")  # a staged sweep's stage: completion index -> catalogue index
     unit = units[int(stage.split(",")[index]) if stage else index]
     sweep_id, results, bundle = os.environ["SWEEP_ID"], os.environ["SWEEP_RESULTS"], os.environ.get("SWEEP_BUNDLE", BUNDLE)
+    suffix = os.environ.get("SWEEP_ID_SUFFIX", "")  # a TP group's Job is <sweep id>-tp<N> (charts/sweep.py): the sweep's id without it
+    if suffix and sweep_id.endswith(suffix) and len(sweep_id) > len(suffix):
+        sweep_id = sweep_id[: -len(suffix)]
     if not os.environ.get("SWEEP_SIGNAL_DIR"):
         return run_unit(unit, sweep_id, results, bundle=bundle)
     signal_dir = Path(os.environ["SWEEP_SIGNAL_DIR"])

@@ -3,7 +3,8 @@
 An Indexed Job has one pod template for every index, so the server's command, arguments and
 environment of each unit (built at synth by the same charts.vllm code as the services) come from
 units.json, picked by the index Kubernetes gives the pod (JOB_COMPLETION_INDEX). Python 3 of the
-serving image, standard library only.
+serving image, standard library only (that image has none of the benchmark's requirements): the pod
+runs it from the checked code asset (charts/code.py ``RUN_MODULE``), never from a ConfigMap.
 
 - ``sidecar`` layout (no ``--signal-dir``): the server is a native sidecar; this script execs vLLM
   and the kubelet stops it once the client has exited.
@@ -26,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-DONE = "done"  # written by the client (scripts/run_sweep_points.py) when it has finished
+DONE = "done"  # written by the client (specbench/sweep/point_runner.py) when it has finished
 SERVER_EXITED = "server-exited"  # written here when vLLM exits before the client is done
 
 

@@ -1,9 +1,10 @@
 """Hardware facts of a Neuron node, read from inside a container that asks for devices the way the
 sweep pods do, and the check that stops a sweep whose assumptions they contradict.
 
-Standard library only: ``collect`` runs in the serving image (which ships the Neuron tools) in the
-hardware-facts Job; ``check`` runs in the sweep pods' gate (charts/sweep.py) on every facts file the
-Job wrote to ``results/hardware-facts/<node>.json``.
+Standard library only: ``collect`` runs in the serving image (which ships the Neuron tools, not the
+benchmark's requirements) in the hardware-facts Job; ``check`` runs in the sweep pods' gate
+(charts/sweep.py) on every facts file the Job wrote to ``results/hardware-facts/<node>.json``. Both run
+from the code asset their pod's init container fetched and checked (charts/code.py ``RUN_MODULE``).
 
 What is read, and from where:
 - ``neuron-ls --json-output`` (Neuron docs, tools/neuron-sys-tools/neuron-ls.rst: "--json-output, -j:
@@ -41,6 +42,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from specbench import jsonfile
 
 SYSFS_DEVICES = "/sys/devices/virtual/neuron_device"
 DRIVER_VERSION = "/sys/module/neuron/version"
@@ -255,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     facts = summary(collect(args.node, args.layout, args.requested), args.devices_per_node, args.lnc, args.requested)
     tmp = args.out.with_suffix(".part")
-    tmp.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
+    tmp.write_text(jsonfile.dumps(facts, indent=2, sort_keys=True) + "\n")
     tmp.rename(args.out)  # the uploader waits for the whole file (an emptyDir, not the bucket)
     for line in facts["problems"]:
         print(f"hardware facts of {args.node}: {line}", file=sys.stderr, flush=True)

@@ -1,7 +1,9 @@
 """Fill the bucket-backed model cache: copy each model's files from the Hugging Face Hub into
 ``<dest>/<org>/<name>/``, one file at a time, then write a completion marker.
 
-Runs in the model-cache Job, in the serving image (which ships huggingface_hub). Mountpoint for S3
+Runs in the model-cache Job, in the serving image (which ships huggingface_hub, and none of the
+benchmark's requirements: standard library only besides it), from the code asset the Job's init
+container fetched and checked (charts/code.py ``RUN_MODULE``). Mountpoint for S3
 takes whole new files written sequentially and cannot rename, while the Hub client downloads to a
 temporary name and renames; so each file is downloaded to local scratch, copied, and deleted, and
 at most one file sits on local disk at a time. Files already present with the right size are
@@ -26,6 +28,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from specbench import jsonfile
 
 MARKER = ".specdecode-complete"
 HUB_CONFIG = "config.hub.json"  # a head's config.json as published, before adapt_eagle3_config
@@ -162,7 +166,7 @@ def adapt_head(dest: Path) -> dict:
     if published.name != HUB_CONFIG:
         shutil.copyfile(published, dest / HUB_CONFIG)
     (dest / "config.json").unlink()
-    (dest / "config.json").write_text(json.dumps(adapted, indent=2, sort_keys=True) + "\n")
+    (dest / "config.json").write_text(jsonfile.dumps(adapted, indent=2, sort_keys=True) + "\n")
     return {"adapted": True, "architectures": adapted["architectures"], "published_architectures": original.get("architectures")}
 
 
@@ -213,7 +217,7 @@ def fill_model(
         summary["eagle3_head"] = adapt_head(dest)
     if marker.exists():
         marker.unlink()
-    marker.write_text(json.dumps(summary, sort_keys=True))
+    marker.write_text(jsonfile.dumps(summary, sort_keys=True))
     return summary
 
 
@@ -243,7 +247,8 @@ def _hub() -> tuple[ListFiles, Download]:
 
 
 def main(argv: list[str] | None = None, hub: Callable[[], tuple[ListFiles, Download]] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # A literal, not __doc__: the code asset's modules have their docstrings blanked (specbench/bundle.py).
+    parser = argparse.ArgumentParser(description="fill the bucket-backed model cache from the Hugging Face Hub")
     parser.add_argument("--dest", type=Path, required=True, help="mounted models/ prefix of the bucket")
     parser.add_argument("--scratch", type=Path, required=True, help="local disk for one file at a time")
     parser.add_argument("--eagle3-head", action="append", default=[], help="a model that is an EAGLE3 head (repeatable)")
@@ -259,7 +264,7 @@ def main(argv: list[str] | None = None, hub: Callable[[], tuple[ListFiles, Downl
         except HeadMismatch as mismatch:
             print(f"model-cache: {mismatch}", file=sys.stderr, flush=True)
             return HEAD_MISMATCH
-        print(json.dumps(summary), flush=True)
+        print(jsonfile.dumps(summary), flush=True)
     return 0
 
 
