@@ -199,12 +199,33 @@ def test_the_api_client_speaks_the_jobs_api_and_keeps_the_token_off_plain_http(t
     assert job_state({"status": {"conditions": [{"type": "Complete", "status": "False"}]}}) == "running"
 
 
-def _controller(tmp_path: Path, stand_in: StandIn, settings_file: Path) -> subprocess.Popen:
+# The controller as the pod runs it, but SIGKILLing itself right after its first step's line: a kill
+# between two steps at exactly that point, whatever the machine's load (a kill sent by the test after
+# reading the line could land a step later on a busy machine).
+KILL_AFTER_FIRST_STEP = """
+import os, signal, sys
+from specbench.outputs import sweep_controller as c
+run = c.run
+def first_step_then_kill(*args, **kwargs):
+    log = kwargs["log"]
+    def logged(line):
+        log(line)
+        if "every decision is made" not in line:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return run(*args, **{**kwargs, "log": logged})
+c.run = first_step_then_kill
+sys.exit(c.main_control(sys.argv[1:]))
+"""
+
+
+def _controller(tmp_path: Path, stand_in: StandIn, settings_file: Path, kill_after_first_step: bool = False) -> subprocess.Popen:
     argv = [
         *("--sweep-id", SWEEP, "--results", str(tmp_path / "cluster"), "--settings", str(settings_file)),
         *("--api-url", stand_in.url, "--account", str(tmp_path / "account"), "--poll-seconds", "0.05", "--max-steps", "400"),
     ]
     code = "import sys; from specbench.outputs.sweep_controller import main_control; sys.exit(main_control(sys.argv[1:]))"
+    if kill_after_first_step:
+        code = KILL_AFTER_FIRST_STEP
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         [sys.executable, "-c", code, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -221,13 +242,13 @@ def test_sigkill_between_any_two_steps_and_inside_a_create_loses_nothing_and_rep
     stand_in = StandIn(store, [v["name"] for v in settings["variants"]])
     kills, finished, did = 0, None, []
     for _ in range(40):  # each run is killed right after its first step: a kill between every pair of steps
-        process = _controller(tmp_path, stand_in, settings_file)
+        process = _controller(tmp_path, stand_in, settings_file, kill_after_first_step=True)
         line = process.stdout.readline()
-        if line.startswith("sweep control: ") and "every decision is made" not in line:
-            process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        if process.returncode == -signal.SIGKILL:
+            assert line.startswith("sweep control: ") and "every decision is made" not in line, line
             kills += 1
             did.append(line.split(": ", 1)[1].split(":")[0].strip())
-        process.wait(timeout=60)
         if process.returncode == 0:
             finished = process
             break

@@ -192,6 +192,12 @@ def test_the_ranking_from_measured_points_equals_the_truths(measured, slo):
         assert ranking.text.startswith(f"at {ranking.load_text}, for the mix (code 0.50, qa 0.50): TP ")
     # Per-TP points feed the per-class analysis too: each TP's group against its own baseline.
     assert {cls.title for cls in analysis.classes} == {"code", "qa", "code (TP 4)", "qa (TP 4)", "code (TP 16)", "qa (TP 16)"}
+    # Several deployments measured: the sweep report opens with their ranking, before the per-class recommendations.
+    from specbench.outputs.sweep_report import markdown
+
+    report = markdown(analysis)
+    assert report.index("## Cheapest configuration for the traffic mix") < report.index("## Recommendations")
+    assert f"| {analysis.mix[0].best} (cheapest) |" in report
 
 
 def _slo(slo: tuple[float, float]):

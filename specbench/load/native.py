@@ -788,7 +788,7 @@ class NativeEngine:
         _deliver, after every stream is closed). Parsing runs in the engine's parser thread: done on
         the loop, a finished 600-chunk stream held it a few milliseconds, and the last chunks of the
         streams ending beside it were stamped that much later (scripts/bench_chunk_lag.py --server
-        in-step: p90 5.3 ms; docs/performance.md)."""
+        in-step: p90 5.3 ms parsed on the loop; the current figures in docs/performance.md)."""
         record, state = await asyncio.get_running_loop().run_in_executor(self._parser_thread(), digest, raw)
         if state is None and raw in started:  # (not already delivered by an interruption meanwhile)
             started.remove(raw)  # delivered: neither _deliver nor the interrupted path sees it again

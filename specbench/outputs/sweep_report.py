@@ -116,7 +116,12 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
 
     charts = charts or {}
     metric = METRIC_TITLES[analysis.metric]
-    lines = [f"# Sweep {analysis.sweep_id or '(unnamed)'}", "", "## Recommendations", ""]
+    lines = [f"# Sweep {analysis.sweep_id or '(unnamed)'}"]
+    # More than one deployment measured (several TPs): the report opens with their ranking (issue 37).
+    several = len({c.tp for ranking in analysis.mix for c in ranking.ranked}) > 1
+    if several:
+        lines += mix_section(analysis, heading="##")
+    lines += ["", "## Recommendations", ""]
     lines += [
         f"Best measured {metric} speedup against the baseline at the same load, with its {analysis.confidence:.0%} bootstrap CI;",
         "'indistinguishable' lists points whose speedup difference from the best has a CI containing 0 (bootstrap of the difference);",
@@ -129,7 +134,8 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
         "",
     ]
     lines += [f"- {line}" for line in analysis.summary] or ["- no data"]
-    lines += mix_section(analysis)
+    if not several:
+        lines += mix_section(analysis)
     lines += ["", "Per load, with the model's optimum and the points indistinguishable from the best:", ""]
     lines += [f"- {line}" for line in analysis.table]
     for note in analysis.notes:
@@ -152,7 +158,7 @@ def markdown(analysis: SweepAnalysis, charts: Mapping[str, str] | None = None, s
     return "\n".join(lines) + "\n"
 
 
-def mix_section(analysis: SweepAnalysis) -> list[str]:
+def mix_section(analysis: SweepAnalysis, heading: str = "###") -> list[str]:
     """The cheapest configuration within the SLOs per load for the traffic mix, over every TP
     (specbench/analysis/sweep_mix.py), and the ranking behind it."""
     if not analysis.mix:
@@ -160,7 +166,7 @@ def mix_section(analysis: SweepAnalysis) -> list[str]:
     unit = "USD" if analysis.price.known else "node-hours"
     lines = [
         "",
-        "### Cheapest configuration for the traffic mix",
+        f"{heading} Cheapest configuration for the traffic mix",
         "",
         f"Per load (per server), every measured configuration by its mix-weighted cost of a million output tokens ({unit}; "
         f"{analysis.confidence:.0%} bootstrap CI, each class's requests resampled), a server charged its TP's share of the node "
