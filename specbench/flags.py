@@ -12,13 +12,19 @@ import argparse
 import math
 import re
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from specbench.names import allowed, echo, name_problem
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse with its errors in one line (the flag, the value, what is allowed), exit 2."""
+    """argparse with its errors in one line (the flag, the value, what is allowed), exit 2. No
+    abbreviated flags: argparse would take ``predict --tp 1`` for ``--tp-beta 1`` (a prefix match),
+    a wrong answer with no error; a flag is spelt in full or refused."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")  # 2: bad arguments, as every command

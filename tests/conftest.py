@@ -8,7 +8,9 @@ as collection ends, so they overlap with each other and with the pure-Python tes
   principals, bucket deleted on destroy, other results settings), synthesized with the project's
   cdk-nag acknowledgments switched off (tests/synth_unacknowledged.py): its templates serve the
   template tests, its validation report shows that the acknowledgments cover exactly what cdk-nag
-  finds.
+  finds;
+- ``rehearsal``: ``python app.py -c env.profile=rehearsal`` (issue 36), acknowledgments on: cdk-nag runs
+  at its synth as at the default's, and its templates go through cfn-lint.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ VARIANT_CONTEXT = {
     "results.draft_cost_ratio": "0.25",
     "results.bootstrap_resamples": "500",
 }
+# The rehearsal profile (config/profiles.py) and nothing else: its templates must pass what the default's do.
+REHEARSAL_CONTEXT = {"env.profile": "rehearsal"}
 
 
 # A synthesis runs as a shell in a process group of its own that leaves its exit code in ``<outdir>.rc`` and its stderr
@@ -154,11 +158,14 @@ def _group_cpu_ticks(group: int) -> int | None:
 
 def _start(name: str, outdir: Path) -> Assembly:
     env = OFFLINE_ENV
-    if name == "direct":
+    if name in ("direct", "rehearsal"):
         # The direct synth only has to produce the CLI's templates byte for byte; aws-cdk-lib's
         # built-in CloudFormation validation (8 of its 14 s of CPU, mostly building the rule engine)
-        # changes no template and is checked on the CLI's and the variant's assemblies. aws-cdk-lib
-        # 2.275 core/lib/private/synthesis-validation.js: `process.env.CDK_VALIDATION !== "false"`.
+        # changes no template and is checked on the CLI's and the variant's assemblies (the
+        # rehearsal's templates go through cfn-lint). It alone is switched off: policy-validation
+        # plugins, cdk-nag among them, still run (aws-cdk-lib 2.275
+        # core/lib/private/synthesis-validation.js, defaultValidationEnabled:
+        # `app._builtinCloudFormationValidation && process.env.CDK_VALIDATION !== "false"`).
         env = {**OFFLINE_ENV, "CDK_VALIDATION": "false"}
     # At nice 10 in this session's own process group: the syntheses fill the CPU the tests leave
     # idle (waiting on loopback servers) instead of taking it from them. A session of their own
@@ -211,6 +218,7 @@ _NEEDS = {
     "cli": {"cli_assembly", "platform", "data"},
     "direct": {"direct_assembly"},
     "variant": {"variant_assembly", "variant_platform", "variant_data"},
+    "rehearsal": {"rehearsal_assembly"},
 }
 
 
@@ -221,6 +229,8 @@ def _command(name: str, outdir: Path) -> list[str]:
         return [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--output", str(outdir)]
     if name == "variant":
         return _direct(outdir, VARIANT_CONTEXT, script=ROOT / "tests" / "synth_unacknowledged.py")
+    if name == "rehearsal":
+        return _direct(outdir, REHEARSAL_CONTEXT)
     return _direct(outdir, {})
 
 
@@ -367,6 +377,13 @@ def direct_assembly(pytestconfig: pytest.Config) -> Assembly:
 @pytest.fixture(scope="session")
 def variant_assembly(pytestconfig: pytest.Config) -> Assembly:
     return _assembly("variant", pytestconfig).wait()
+
+
+@pytest.fixture(scope="session")
+def rehearsal_assembly(pytestconfig: pytest.Config) -> Assembly:
+    """``env.profile=rehearsal``, synthesized with the acknowledgments: exit 0 means cdk-nag found
+    nothing they do not cover."""
+    return _assembly("rehearsal", pytestconfig).wait()
 
 
 @pytest.fixture(scope="session")

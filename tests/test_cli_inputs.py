@@ -300,3 +300,20 @@ def test_only_the_chosen_commands_module_is_imported(argv, commands):
     loaded = json.loads(result.stdout.splitlines()[-1])
     assert [m.removeprefix("specbench.commands.") for m in loaded if m.startswith("specbench.commands.")] == commands
     assert not [m for m in loaded if m.split(".")[0] in ("matplotlib", "config") or m.startswith("specbench.emulator")]
+
+
+@pytest.mark.parametrize(
+    "args, prefix",
+    [
+        (["predict", "--rank", "--tp", "1"], "--tp"),  # would be --tp-beta 1: another model, no error
+        (["predict", "--rank", "--rank-t", "4"], "--rank-t"),  # --rank-tp
+        ([*RUN, "--concurr", "4"], "--concurr"),  # --concurrency
+    ],
+)
+def test_an_abbreviated_flag_is_refused_not_taken_for_the_flag_it_begins(args, prefix, capsys):
+    """argparse's prefix matching is off: a flag is spelt in full or refused in one line."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(args)
+    assert stop.value.code == cli.EXIT_USAGE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "unrecognized arguments" in line and prefix in line

@@ -106,6 +106,17 @@ def _settings(bucket: str, topic: str, budget_hours: float = 48.0) -> handler.Se
     )
 
 
+_IMAGES: list[str] = []
+
+
+def _amazon_image(ec2) -> str:  # type: ignore[no-untyped-def]
+    """An Amazon-owned image id of moto's default AMIs (the same list in every mock): looked up in the
+    first test's mock only, since listing them all costs about 2 s of CPU each time."""
+    if not _IMAGES:
+        _IMAGES.append(ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
+    return _IMAGES[0]
+
+
 @pytest.fixture
 def aws():
     with mock_aws():
@@ -118,7 +129,7 @@ def aws():
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
         ec2 = boto3.client("ec2", region_name=REGION)
-        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        image = _amazon_image(ec2)
         tags = [{"Key": "eks:cluster-name", "Value": "specdecode-trn2"}, {"Key": "eks:nodegroup-name", "Value": "NeuronNodes-abc"}]
         ec2.run_instances(
             ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large", TagSpecifications=[{"ResourceType": "instance", "Tags": tags}]

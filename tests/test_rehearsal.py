@@ -206,6 +206,26 @@ def test_each_rehearsal_service_with_the_cache_job_fits_one_trn2_3xlarge(rehears
     assert rehearsal_config.neuron_nodes.desired_size * room.neuron_devices >= len(services)
 
 
+# --- the rehearsal's CDK synthesis passes the default's template checks ----------------------------
+# `python app.py -c env.profile=rehearsal` (tests/conftest.py, rehearsal_assembly); cfn-lint runs on
+# its templates with the default's and the variant's (tests/test_lint.py).
+
+
+def test_rehearsal_synth_passes_cdk_nag_with_reasoned_acknowledgments(rehearsal_assembly):
+    """The fixture's synth exited 0, so cdk-nag (wired in unconditionally, stacks/app.py) found
+    nothing the acknowledgments do not cover; no validation plugin reported a failure, and each
+    acknowledgment the rehearsal's constructs carry gives its reason."""
+    import test_lint as lint
+
+    conclusions = lint.validation_conclusions(rehearsal_assembly)
+    assert conclusions and all(conclusion == "success" for conclusion in conclusions.values()), conclusions
+    lint.test_every_acknowledgment_gives_a_real_reason(rehearsal_assembly)
+    platform = json.loads((rehearsal_assembly.outdir / "SpecDecodePlatform.template.json").read_text())
+    launch_templates = [r for r in platform["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    types = {lt["Properties"]["LaunchTemplateData"].get("InstanceType") for lt in launch_templates}
+    assert "trn2.3xlarge" in types, types
+
+
 def test_preflight_checks_the_rehearsal_instance_and_its_two_nodes():
     """Offerings and quota are checked for the target's instance type and node counts (account.py)."""
     from specbench.preflight import target

@@ -308,7 +308,9 @@ def _positive(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specbench sweep control", description="run a staged sweep's stages in the cluster (docs/sweeps.md)")
+    p = argparse.ArgumentParser(
+        prog="specbench sweep control", description="run a staged sweep's stages in the cluster (docs/sweeps.md)", allow_abbrev=False
+    )
     add_arguments(p)
     return p
 
