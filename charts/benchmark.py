@@ -22,7 +22,7 @@ from constructs import Construct
 from config import layout
 
 from .network import CLIENT_LABELS
-from .objects import add_objects, guaranteed, metadata
+from .objects import add_objects, guaranteed, metadata, suspended_cronjob
 from .security import NON_ROOT_UID
 from .spec import BenchmarkSpec
 
@@ -73,8 +73,6 @@ DEPS = "/deps"
 HOME = "/home/specbench"
 # Any non-root uid works: nothing in the image is written, and the emptyDirs are world-writable.
 RUN_AS = NON_ROOT_UID
-# A suspended CronJob never fires; Kubernetes still requires a schedule.
-RERUN_SCHEDULE = "0 0 1 1 *"
 # A rerun is a decision, not a retry: the Job fails on its first pod failure (see job_spec).
 BACKOFF_LIMIT = 0
 
@@ -249,17 +247,7 @@ def benchmark_job(spec: BenchmarkSpec) -> dict[str, Any]:
 def rerun_cronjob(spec: BenchmarkSpec) -> dict[str, Any]:
     """The rerun template: never scheduled (suspended), only copied by
     ``kubectl -n <namespace> create job specbench-rerun-$(date +%s) --from=cronjob/specbench``."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": metadata(NAME, spec.namespace, LABELS),
-        "spec": {
-            "schedule": RERUN_SCHEDULE,
-            "suspend": True,
-            "concurrencyPolicy": "Forbid",
-            "jobTemplate": {"metadata": {"labels": dict(LABELS)}, "spec": job_spec(spec)},
-        },
-    }
+    return suspended_cronjob(NAME, spec.namespace, LABELS, job_spec(spec))
 
 
 def code_config_map(spec: BenchmarkSpec) -> dict[str, Any]:

@@ -39,6 +39,27 @@ def neuron_placement(instance_type: str) -> dict[str, Any]:
     }
 
 
+# A suspended CronJob never fires; Kubernetes still requires a schedule.
+NEVER = "0 0 1 1 *"
+
+
+def suspended_cronjob(name: str, namespace: str, labels: dict[str, str], job: dict[str, Any]) -> dict[str, Any]:
+    """A template Job kept as a CronJob that never runs (suspended): ``kubectl create job X
+    --from=cronjob/<name>`` copies its job template into a Job (the benchmark's reruns, a sweep's start,
+    its controller's). Forbid: a copy never runs beside another one the CronJob itself started."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata(name, namespace, labels),
+        "spec": {
+            "schedule": NEVER,
+            "suspend": True,
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {"metadata": {"labels": dict(labels)}, "spec": job},
+        },
+    }
+
+
 def guaranteed(cpu: str, memory: str, **extended: str) -> dict[str, Any]:
     """Requests equal to limits (Guaranteed QoS: no CPU overcommit, last to be evicted)."""
     amounts = {"cpu": cpu, "memory": memory, **extended}

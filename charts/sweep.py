@@ -76,7 +76,7 @@ from specbench.sweep.plan import SweepPlan
 from specbench.sweep.points import Load, point_id
 
 from . import benchmark, code, hardware_facts, sweep_control
-from .objects import add_objects, guaranteed, metadata
+from .objects import add_objects, guaranteed, metadata, suspended_cronjob
 from .spec import MAX_SUITE_SECONDS, SETUP_SECONDS, BenchmarkSpec, ServingPlan, VllmServiceSpec, settings_hash
 from .vllm import deployment, wait_for_models
 
@@ -478,35 +478,13 @@ def sweep_objects(spec: SweepSpec) -> tuple[dict[str, Any], ...]:
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(config_map, spec.namespace, LABELS), "data": files},
         # Before the sweep Job: its pod is queued (and placed) before the sweep's pods.
         facts_job(spec, config_map),
-        {
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "metadata": metadata(NAME, spec.namespace, LABELS),
-            "spec": {
-                "schedule": benchmark.RERUN_SCHEDULE,
-                "suspend": True,
-                "concurrencyPolicy": "Forbid",
-                "jobTemplate": {"metadata": {"labels": dict(LABELS)}, "spec": job},
-            },
-        },
+        suspended_cronjob(NAME, spec.namespace, LABELS, job),
     ]
     if spec.start_on_deploy:
         objects.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(config_map, spec.namespace, LABELS), "spec": job})
     for tp in spec.tps[1:]:  # each other TP: a CronJob (and with start_on_deploy a Job) of its own pod template
         group = job_spec(spec, config_map, tp)
-        objects.append(
-            {
-                "apiVersion": "batch/v1",
-                "kind": "CronJob",
-                "metadata": metadata(NAME + tp_suffix(tp), spec.namespace, group_labels(tp)),
-                "spec": {
-                    "schedule": benchmark.RERUN_SCHEDULE,
-                    "suspend": True,
-                    "concurrencyPolicy": "Forbid",
-                    "jobTemplate": {"metadata": {"labels": group_labels(tp)}, "spec": group},
-                },
-            }
-        )
+        objects.append(suspended_cronjob(NAME + tp_suffix(tp), spec.namespace, group_labels(tp), group))
         if spec.start_on_deploy:
             name = config_map + tp_suffix(tp)
             objects.append(

@@ -50,7 +50,7 @@ from config import layout
 
 from . import benchmark
 from .network import SWEEP_CONTROL, SWEEP_CONTROL_LABELS
-from .objects import guaranteed, metadata
+from .objects import guaranteed, metadata, suspended_cronjob
 from .security import NON_ROOT_UID, container_security
 from .spec import BenchmarkSpec, benchmark_requirements
 
@@ -223,17 +223,7 @@ def control_objects(spec: BenchmarkSpec, settings_json: str, digest: str, sweep_
             "metadata": metadata(config_map, spec.namespace, LABELS),
             "data": config_map_data(settings_json),
         },
-        {
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "metadata": metadata(NAME, spec.namespace, LABELS),
-            "spec": {
-                "schedule": benchmark.RERUN_SCHEDULE,
-                "suspend": True,
-                "concurrencyPolicy": "Forbid",
-                "jobTemplate": {"metadata": {"labels": dict(LABELS)}, "spec": job},
-            },
-        },
+        suspended_cronjob(NAME, spec.namespace, LABELS, job),
     ]
     if sweep_job:
         objects.append(

@@ -26,6 +26,8 @@ from charts import BenchmarkChart, BenchmarkSpec
 from charts.benchmark import BUNDLE
 from config import layout
 
+from .addons.pod_identity import associate, code_read
+
 
 def code_asset(scope: Construct, construct_id: str, bundle: bytes) -> s3_assets.Asset:
     """The ``specbench`` zip as a CDK file asset. A file asset is uploaded as is, a directory zipped
@@ -65,25 +67,8 @@ class BenchmarkRun(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: BenchmarkRunProps) -> None:
         super().__init__(scope, construct_id)
         cluster = props.cluster
-        self.association = eks.CfnPodIdentityAssociation(
-            self,
-            "PodIdentity",
-            cluster_name=cluster.cluster_name,
-            namespace=props.chart.spec.namespace,
-            service_account=layout.BENCHMARK_SERVICE_ACCOUNT,
-            role_arn=props.role.role_arn,
-        )
-        self.association.node.add_dependency(cluster.eks_pod_identity_agent)
-        # Read the one code object, nothing else of the assets bucket (Asset.grant_read would add
-        # List* and GetBucket* on the whole bucket).
-        self.code_read = iam.Policy(
-            self,
-            "CodeRead",
-            roles=[props.role],
-            statements=[
-                iam.PolicyStatement(actions=["s3:GetObject"], resources=[props.code.bucket.arn_for_objects(props.code.s3_object_key)])
-            ],
-        )
+        self.association = associate(self, "PodIdentity", cluster, props.chart.spec.namespace, layout.BENCHMARK_SERVICE_ACCOUNT, props.role)
+        self.code_read = code_read(self, "CodeRead", props.role, [props.code.bucket.arn_for_objects(props.code.s3_object_key)])
         self.manifest = cluster.add_cdk8s_chart("BenchmarkChart", props.chart)
         # Credentials are bound before the pod asks for them, and stay until it is gone.
         self.manifest.node.add_dependency(self.association, self.code_read, *props.depends_on)

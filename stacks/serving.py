@@ -30,7 +30,7 @@ from charts.dist import code_key as dist_code_key
 from charts.model_cache import SERVICE_ACCOUNT
 from charts.sweep import SweepSpec
 
-from .addons.pod_identity import pod_identity_role
+from .addons.pod_identity import associate, pod_identity_role
 from .benchmark import BenchmarkRun, BenchmarkRunProps, code_asset, with_code
 from .sweep_control import SweepControlAccess, SweepControlAccessProps
 
@@ -139,13 +139,4 @@ class ServingWorkloads(Construct):
         role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[asset, dist_copy]))
         if cache.hf_token_secret_arn:
             role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[cache.hf_token_secret_arn]))
-        association = eks.CfnPodIdentityAssociation(
-            self,
-            "ModelCacheJob",
-            cluster_name=cluster.cluster_name,
-            namespace=cache.namespace,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=role.role_arn,
-        )
-        association.node.add_dependency(cluster.eks_pod_identity_agent)
-        return role, association
+        return role, associate(self, "ModelCacheJob", cluster, cache.namespace, SERVICE_ACCOUNT, role)

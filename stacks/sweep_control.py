@@ -32,7 +32,7 @@ from constructs import Construct
 from charts.sweep_control import NAME as SERVICE_ACCOUNT
 from config import layout
 
-from .addons.pod_identity import pod_identity_role
+from .addons.pod_identity import associate, code_read, pod_identity_role
 from .nag import acknowledge, wildcard_finding
 
 
@@ -82,20 +82,5 @@ class SweepControlAccess(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: SweepControlAccessProps) -> None:
         super().__init__(scope, construct_id)
         cluster = props.cluster
-        self.association = eks.CfnPodIdentityAssociation(
-            self,
-            "PodIdentity",
-            cluster_name=cluster.cluster_name,
-            namespace=props.namespace,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=props.role.role_arn,
-        )
-        self.association.node.add_dependency(cluster.eks_pod_identity_agent)
-        # The one code object, nothing else of the assets bucket (Asset.grant_read would add List*
-        # and GetBucket* on the whole bucket).
-        self.code_read = iam.Policy(
-            self,
-            "CodeRead",
-            roles=[props.role],
-            statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=list(props.code_objects))],
-        )
+        self.association = associate(self, "PodIdentity", cluster, props.namespace, SERVICE_ACCOUNT, props.role)
+        self.code_read = code_read(self, "CodeRead", props.role, props.code_objects)

@@ -1,4 +1,7 @@
-"""EKS Pod Identity: roles bound to one service account, and add-ons that use them."""
+"""EKS Pod Identity: roles bound to one service account, their associations, the code objects their
+pods may read, and add-ons that use them. An association waits for the Pod Identity agent add-on (a
+pod started before the agent gets no credentials); a code read names the objects themselves
+(``Asset.grant_read`` would add List* and GetBucket* on the whole assets bucket)."""
 
 from __future__ import annotations
 
@@ -70,3 +73,24 @@ def pod_identity_addon(
     )
     addon.node.add_dependency(cluster.eks_pod_identity_agent, *depends_on)
     return addon
+
+
+def associate(
+    scope: Construct, construct_id: str, cluster: eks.Cluster, namespace: str, service_account: str, role: iam.IRole
+) -> eks.CfnPodIdentityAssociation:
+    association = eks.CfnPodIdentityAssociation(
+        scope,
+        construct_id,
+        cluster_name=cluster.cluster_name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.role_arn,
+    )
+    association.node.add_dependency(cluster.eks_pod_identity_agent)
+    return association
+
+
+def code_read(scope: Construct, construct_id: str, role: iam.IRole, objects: Sequence[str]) -> iam.Policy:
+    """``s3:GetObject`` on exactly ``objects`` (ARNs), attached to ``role``."""
+    statement = iam.PolicyStatement(actions=["s3:GetObject"], resources=list(objects))
+    return iam.Policy(scope, construct_id, roles=[role], statements=[statement])
