@@ -23,7 +23,7 @@ from config import layout
 
 from .network import CLIENT_LABELS
 from .objects import add_objects, guaranteed, metadata, suspended_cronjob
-from .security import NON_ROOT_UID
+from .security import NON_ROOT_UID, non_root_pod_security
 from .spec import BenchmarkSpec
 
 NAME = "specbench"  # the ConfigMap and the CronJob
@@ -196,12 +196,7 @@ def pod_template(spec: BenchmarkSpec) -> dict[str, Any]:
             "restartPolicy": "Never",
             # The system node group: no Neuron toleration, so never on a Trainium node.
             "nodeSelector": {layout.NODE_POOL_LABEL: layout.SYSTEM_POOL},
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": RUN_AS,
-                "runAsGroup": RUN_AS,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": non_root_pod_security(),
             "containers": [container],
             "volumes": [
                 {"name": "code", "configMap": {"name": NAME}},

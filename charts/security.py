@@ -44,12 +44,17 @@ def container_security(**extra: Any) -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, **extra}
 
 
+def non_root_pod_security() -> dict[str, Any]:
+    """A pod's securityContext at Pod Security restricted: a non-root uid and group, RuntimeDefault seccomp."""
+    return {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "runAsGroup": NON_ROOT_UID, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def pod_security(run_as_non_root: bool) -> dict[str, Any]:
-    """A pod's securityContext: RuntimeDefault seccomp, the bucket group, and a non-root uid if asked."""
-    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": BUCKET_GROUP}
+    """A pod's securityContext for the bucket volumes: RuntimeDefault seccomp, the bucket group, and a
+    non-root uid if asked."""
     if run_as_non_root:
-        context.update(runAsNonRoot=True, runAsUser=NON_ROOT_UID, runAsGroup=NON_ROOT_UID)
-    return context
+        return {**non_root_pod_security(), "fsGroup": BUCKET_GROUP}
+    return {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": BUCKET_GROUP}
 
 
 def pod_security_labels(kubernetes_version: str) -> dict[str, str]:

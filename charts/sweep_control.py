@@ -51,7 +51,7 @@ from config import layout
 from . import benchmark
 from .network import SWEEP_CONTROL, SWEEP_CONTROL_LABELS
 from .objects import guaranteed, metadata, suspended_cronjob
-from .security import NON_ROOT_UID, container_security
+from .security import container_security, non_root_pod_security
 from .spec import BenchmarkSpec, benchmark_requirements
 
 NAME = SWEEP_CONTROL
@@ -164,12 +164,7 @@ def pod_template(spec: BenchmarkSpec, config_map: str) -> dict[str, Any]:
             "restartPolicy": "Never",
             # The system node group: no Neuron toleration, so never on a Trainium node.
             "nodeSelector": {layout.NODE_POOL_LABEL: layout.SYSTEM_POOL},
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": NON_ROOT_UID,
-                "runAsGroup": NON_ROOT_UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": non_root_pod_security(),
             "containers": [container],
             "volumes": [
                 {"name": "settings", "configMap": {"name": config_map}},

@@ -158,3 +158,19 @@ def emulated_run_args(baseline, speculative, results, *extra: str) -> list[str]:
     """``specbench run`` against the two in-process emulators (baseline first), into ``results``."""
     endpoints = ["--endpoint", f"{BASELINE}={baseline.url}", "--endpoint", f"{SPECULATIVE}={speculative.url}"]
     return ["run", *endpoints, "--results", str(results), "--no-progress", "--ready-timeout", "5", *extra]
+
+
+def dashboard_settings(**changes: object):  # type: ignore[no-untyped-def]
+    """The default deployment's dashboard settings (specbench/outputs/dashboard.py), with ``changes``."""
+    from specbench.outputs import dashboard
+
+    defaults = {
+        "name": "SpecDecode-Benchmark",
+        "region": "us-east-2",
+        "metrics_namespace": "Qwen/LLMPerf",
+        "cluster_name": "specdecode-trn2",
+        "serving_namespace": "specdecode",
+        "lookback_hours": 24,
+        "baseline": BASELINE,
+    }
+    return dashboard.DashboardSettings(**{**defaults, **changes})

@@ -14,15 +14,7 @@ from specbench.results import runfiles
 from specbench.results.store import LocalStore, RunStore
 from tests import runs
 
-SETTINGS = dashboard.DashboardSettings(
-    name="SpecDecode-Benchmark",
-    region="us-east-2",
-    metrics_namespace="Qwen/LLMPerf",
-    cluster_name="specdecode-trn2",
-    serving_namespace="specdecode",
-    lookback_hours=24,
-    baseline=runs.BASELINE,
-)
+SETTINGS = runs.dashboard_settings()
 
 
 def summarize(tmp_path, **run_options) -> aggregate.RunSummary:
@@ -278,7 +270,7 @@ def deployment(**changes) -> deployment_state.Deployment:
     return deployment_state.Deployment(**{**values, **changes})
 
 
-ROW_SETTINGS = dashboard.DashboardSettings(**{**SETTINGS.__dict__, "budget_node_hours": 48.0})
+ROW_SETTINGS = runs.dashboard_settings(budget_node_hours=48.0)
 
 
 def test_the_row_says_each_services_state_with_its_elapsed_time():
@@ -308,7 +300,7 @@ def test_a_waiting_service_is_stale_only_past_three_reports_and_the_reads_period
 def test_the_row_says_over_budget_no_budget_and_no_figure():
     over = deployment(figures={(deployment_state.NODE_HOURS, ""): figure(50.0)})
     assert "over budget: the cost guard keeps the Neuron node group at 0" in deployment_state.services_markdown(over, ROW_SETTINGS)
-    unbudgeted = dashboard.DashboardSettings(**{**SETTINGS.__dict__, "budget_node_hours": 0.0})
+    unbudgeted = runs.dashboard_settings(budget_node_hours=0.0)
     assert "(no budget: budget.node_hours = 0)" in deployment_state.services_markdown(over, unbudgeted)
     none = deployment_state.services_markdown(deployment(figures={}), ROW_SETTINGS)
     assert "Neuron node-hours: no figure in the last 24 h" in none
@@ -348,7 +340,7 @@ def test_the_row_is_on_top_and_follows_cloudwatch_rules(complete):
 
 
 def test_a_rehearsal_row_says_rehearsal():
-    rehearsal = dashboard.DashboardSettings(**{**SETTINGS.__dict__, "profile": "rehearsal"})
+    rehearsal = runs.dashboard_settings(profile="rehearsal")
     widgets = [w for _, _, w in deployment_state.row(deployment(), rehearsal)]
     titles = [w["properties"].get("title") or w["properties"]["markdown"].splitlines()[0] for w in widgets]
     assert titles[0] == "## REHEARSAL: Deployment state" and titles[3] == "## REHEARSAL: Sweep stages"

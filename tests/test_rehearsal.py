@@ -118,15 +118,7 @@ def test_a_rehearsal_report_and_dashboard_say_rehearsal(tmp_path):
     assert note in markdown
     html = report.render_html(summary, {})
     assert "<title>REHEARSAL: specbench report" in html and "<h1>REHEARSAL: " in html and note in html
-    settings = dashboard.DashboardSettings(
-        name="SpecDecode-Rehearsal",
-        region="us-east-2",
-        metrics_namespace="Qwen/LLMPerf",
-        cluster_name="specdecode-trn2",
-        serving_namespace="specdecode",
-        lookback_hours=24,
-        baseline=runs.BASELINE,
-    )
+    settings = runs.dashboard_settings(name="SpecDecode-Rehearsal")
     header = dashboard.header_markdown(summary, settings).replace("\\", "")
     assert header.startswith("# REHEARSAL: Speculative decoding on Trainium2: SpecDecode-Rehearsal")
     assert note in header
