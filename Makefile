@@ -33,8 +33,14 @@ manifest-sizes: synth
 # the suite writes thousands. Override with TEST_TMPDIR=<folder>.
 TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm)
 
+# One pytest-xdist worker more than there are cores: about a third of the suite's worker time is
+# spent waiting on loopback servers in real time (`make bench-suite`: tests waiting), and a third
+# worker runs tests on the core a waiting one leaves idle (2 cores: 74 s with 2 workers, 64 s with
+# 3, 69 s with 4, whose start-up and collection cost 2.5 s of CPU each; docs/performance.md).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+
 test: dev-deps
-	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR) )$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR) )$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The product's output offline, no AWS account: emulated services + moto, benchmark, dashboard, report.
 demo: dev-deps

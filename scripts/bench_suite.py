@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Where `make test`'s time goes: collection, syntheses, lint, test bodies, and idle worker time.
 
-    make bench-suite    # or: .venv/bin/python scripts/bench_suite.py [--workers 2] [-- pytest args]
+    make bench-suite    # or: .venv/bin/python scripts/bench_suite.py [--workers N] [-- pytest args]
 
-Runs the suite as `make test` does (``pytest -n 2 --dist loadgroup``, bytecode cached, temporary files on tmpfs) with this
+Runs the suite as `make test` does (``pytest -n <cores + 1> --dist loadgroup``, bytecode cached, temporary files on tmpfs) with this
 file loaded as a pytest plugin (``-p bench_suite``) in the controller and every worker. Each process
 writes a timeline: when it started, when collection began and ended, and for each test its start,
 end, its own CPU (every thread of the worker: in-process servers included) and the CPU of the child
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -33,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE_DIR_ENV = "SPECDECODE_SUITE_PROFILE_DIR"
+APPS_MARKS = "apps-"  # tests/conftest.py: one process synthesizing several apps leaves apps-<app>+<app>.rc, ...
 LINT_FILES = {"tests/test_lint.py", "tests/test_style.py"}
 
 
@@ -120,15 +122,23 @@ def _bash_times(text: str) -> float:
 
 
 def _syntheses(assemblies: Path) -> list[tuple[str, float, float, float]]:
-    """(name, started, ended, CPU s) of each synthesis, on the monotonic clock of the timelines."""
+    """(name, started, ended, CPU s) of each synthesis process, on the monotonic clock of the
+    timelines, and within a process that synthesizes several apps (``apps-direct+rehearsal+variant``,
+    tests/synth_apps.py), each app's end after it, its CPU counted with the process's (NaN)."""
     offset = time.monotonic() - time.time()  # file times are wall-clock times
     found = []
-    for started in sorted(assemblies.glob("*.started")):
-        name = started.stem
-        rc, times = assemblies / f"{name}.rc", assemblies / f"{name}.times"
-        if rc.exists():
-            cpu = _bash_times(times.read_text()) if times.exists() else float("nan")
-            found.append((name, started.stat().st_mtime + offset, rc.stat().st_mtime + offset, cpu))
+    for times in sorted(assemblies.glob("*.times")):
+        name = times.stem
+        rc = assemblies / f"{name}.rc"
+        if not rc.exists():
+            continue
+        # The session marks an app's start (<app>.started); a process's shell writes its pid first thing.
+        mark = assemblies / f"{name}.started"
+        started = (mark if mark.exists() else assemblies / f"{name}.pid").stat().st_mtime + offset
+        found.append((name, started, rc.stat().st_mtime + offset, _bash_times(times.read_text())))
+        if name.startswith(APPS_MARKS):
+            apps = [app for app in name.removeprefix(APPS_MARKS).split("+") if (assemblies / f"{app}.rc").exists()]
+            found += [(f"  {app}", started, (assemblies / f"{app}.rc").stat().st_mtime + offset, float("nan")) for app in apps]
     return found
 
 
@@ -177,8 +187,9 @@ def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> s
     lines += ["", "| synthesis | starts at s | ends at s | wall s | CPU s |", "| --- | --- | --- | --- | --- |"]
     synth_total = 0.0
     for name, started, ended, cpu in _syntheses(assemblies):
-        synth_total += cpu
-        lines.append(f"| {name} | {started - session_start:.1f} | {ended - session_start:.1f} | {ended - started:.1f} | {cpu:.1f} |")
+        synth_total += 0.0 if math.isnan(cpu) else cpu
+        shown = "(in the process above)" if math.isnan(cpu) else f"{cpu:.1f}"
+        lines.append(f"| {name} | {started - session_start:.1f} | {ended - session_start:.1f} | {ended - started:.1f} | {shown} |")
     lint = [per_file[f] for f in LINT_FILES if f in per_file]
     lines += [
         "",
@@ -224,7 +235,9 @@ def _sample_every_second(samples: list[tuple[int, int]], stop: threading.Event) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (make test: 2)")
+    parser.add_argument(
+        "--workers", type=int, default=len(os.sched_getaffinity(0)) + 1, help="pytest-xdist workers (default, as make test: cores + 1)"
+    )
     parser.add_argument("--dist", default="loadgroup", help="pytest-xdist's distribution mode (make test: loadgroup)")
     parser.add_argument("--keep", type=Path, help="a folder to keep the timelines in (one JSON Lines file per process)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")

@@ -23,9 +23,8 @@ from __future__ import annotations
 import ast
 import functools
 import io
-import tokenize
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -276,58 +275,17 @@ def _sources_of(package_dir: Path, state: tuple[tuple[str, int, int], ...]) -> t
 
 
 def zipapp_bytes(package_dir: Path = PACKAGE_DIR) -> bytes:
-    """The zip application: a root ``__main__.py`` calling ``specbench.cli.main()``, then the package,
-    its modules compacted (``compact_source``: a smaller asset, the traceback lines unchanged),
-    every member stored: the code asset the pods fetch."""
-    entries = {name: compact_source(data) if name.endswith(".py") else data for name, data in sources(package_dir).items()}
-    return _zip_of(tuple({"__main__.py": MAIN.encode(), **entries}.items()))
+    """The zip application: a root ``__main__.py`` calling ``specbench.cli.main()``, then the package's
+    files as they are in the repository (a traceback from a pod quotes the repository's lines), every
+    member stored: the code asset the pods fetch. An S3 asset has no size budget worth trading the
+    comments for (a ConfigMap had: 1 MiB for the whole manifest)."""
+    return _zip_of(tuple({"__main__.py": MAIN.encode(), **sources(package_dir)}.items()))
 
 
 @functools.lru_cache(maxsize=8)
 def _zip_of(entries: tuple[tuple[str, bytes], ...]) -> bytes:
     """One zip per content (a synthesis and the tests build the same zip many times)."""
     return _zip_bytes(dict(entries), zipfile.ZIP_STORED)
-
-
-def _statements(tree: ast.Module) -> Iterator[ast.AST]:
-    """The module and every statement in it, at any depth (what holds a docstring: modules, classes
-    and functions, are statements), without the expressions ast.walk would visit too (half the
-    CPU of compacting a module)."""
-    pending: list[ast.AST] = [tree]
-    while pending:
-        node = pending.pop()
-        yield node
-        for field in _STATEMENT_LISTS:
-            pending += getattr(node, field, ())
-
-
-@functools.lru_cache(maxsize=256)
-def compact_source(source: bytes) -> bytes:
-    """``source`` with its comments and docstrings blanked and every line where it was, so a traceback
-    from the Job names the repository's line. The code is unchanged: a docstring that is its body's
-    only statement becomes ``...``. Found with ``ast`` and ``tokenize``, whose positions are the same
-    on every Python version, so the zip's bytes do not depend on the one that builds it."""
-    text = source.decode("utf-8")
-    lines = text.splitlines(keepends=True)
-    cuts: list[tuple[int, int, int, int, str]] = []  # 0-based line and character column, start and end
-    for node in _statements(ast.parse(text)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                start, end = first.lineno - 1, (first.end_lineno or first.lineno) - 1
-                # ast columns count UTF-8 bytes; the cut works on characters.
-                start_col = len(lines[start].encode()[: first.col_offset].decode())
-                end_col = len(lines[end].encode()[: first.end_col_offset].decode())
-                cuts.append((start, start_col, end, end_col, "..." if len(node.body) == 1 else ""))
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            cuts.append((token.start[0] - 1, token.start[1], token.end[0] - 1, token.end[1], ""))
-    for start, start_col, end, end_col, replacement in sorted(cuts, reverse=True):
-        head, tail = lines[start][:start_col], lines[end][end_col:]
-        newline = "\n" if lines[end].endswith("\n") else ""
-        kept = (head + replacement + tail.rstrip("\n")).rstrip()
-        lines[start : end + 1] = [kept + newline] + ["\n"] * (end - start)
-    return "".join(lines).encode("utf-8")
 
 
 def lambda_sources(handler_dir: Path = LAMBDA_HANDLER_DIR, package_dir: Path = PACKAGE_DIR) -> dict[str, bytes]:

@@ -1,16 +1,19 @@
 """Shared, expensive fixtures: every synthesized app is built once per session.
 
 The cloud assemblies the selected tests need are built in background processes that start as soon
-as collection ends, so they overlap with each other and with the pure-Python tests:
-- ``cli``: the real CDK CLI (``cdk synth``, the binary ``npx cdk`` runs) on the defaults, offline;
+as collection ends (on a whole-suite run, when the session starts), so they overlap with the
+pure-Python tests:
+- ``cli``: the real CDK CLI (``cdk synth``, the binary ``npx cdk`` runs) on the defaults, offline,
+  in a process of its own;
 - ``direct``: ``python app.py`` on the defaults (must equal ``cli``);
+- ``rehearsal``: ``python app.py -c env.profile=rehearsal`` (issue 36), acknowledgments on: cdk-nag runs
+  at its synth as at the default's, and its templates go through cfn-lint;
 - ``variant``: the non-default paths switched on (capacity block, private endpoint, admin
   principals, bucket deleted on destroy, other results settings), synthesized with the project's
-  cdk-nag acknowledgments switched off (tests/synth_unacknowledged.py): its templates serve the
-  template tests, its validation report shows that the acknowledgments cover exactly what cdk-nag
-  finds;
-- ``rehearsal``: ``python app.py -c env.profile=rehearsal`` (issue 36), acknowledgments on: cdk-nag runs
-  at its synth as at the default's, and its templates go through cfn-lint.
+  cdk-nag acknowledgments switched off: its templates serve the template tests, its validation
+  report shows that the acknowledgments cover exactly what cdk-nag finds.
+The last three, when needed together, are built one after the other in one process
+(tests/synth_apps.py): 17 s of CPU apart, 9 s together.
 """
 
 from __future__ import annotations
@@ -156,37 +159,32 @@ def _group_cpu_ticks(group: int) -> int | None:
     return total if found else None
 
 
-def _start(name: str, outdir: Path) -> Assembly:
-    env = OFFLINE_ENV
-    if name in ("direct", "rehearsal"):
-        # The direct synth only has to produce the CLI's templates byte for byte; aws-cdk-lib's
-        # built-in CloudFormation validation (8 of its 14 s of CPU, mostly building the rule engine)
-        # changes no template and is checked on the CLI's and the variant's assemblies (the
-        # rehearsal's templates go through cfn-lint). It alone is switched off: policy-validation
-        # plugins, cdk-nag among them, still run (aws-cdk-lib 2.275
-        # core/lib/private/synthesis-validation.js, defaultValidationEnabled:
-        # `app._builtinCloudFormationValidation && process.env.CDK_VALIDATION !== "false"`).
-        env = {**OFFLINE_ENV, "CDK_VALIDATION": "false"}
+def _start(names: list[str], root: Path) -> None:
+    """Start the named syntheses: ``cli`` in a process of its own, the others together, in the order
+    of APPS (tests/synth_apps.py: the variant, its acknowledgments off for the rest of the process,
+    last)."""
+    if "cli" in names:
+        _spawn(root / "cli", _cli_command(root / "cli"))
+    apps = [name for name in APPS if name in names]
+    if apps:
+        jobs = [{"outdir": str(root / name), **APPS[name]} for name in apps]
+        # Its own marks (never an app's: the shell's exit code is the script's, not an app's).
+        _spawn(root / f"{APPS_MARKS}{'+'.join(apps)}", [sys.executable, str(ROOT / "tests" / "synth_apps.py"), json.dumps(jobs)])
+
+
+def _spawn(marks: Path, command: list[str]) -> None:
     # At nice 10 in this session's own process group: the syntheses fill the CPU the tests leave
     # idle (waiting on loopback servers) instead of taking it from them. A session of their own
     # (setsid) would put each in its own autogroup, where nice counts for nothing against the
     # tests (Linux sched_autogroup, on by default: every session an equal share), and the workers'
     # start-up and collection, 2 s of CPU each, took 10 s while three syntheses ran.
-    command = ["nice", "-n", str(_synth_nice()), "bash", "-c", _RUN_AND_MARK, str(outdir), *_command(name, outdir)]
-    _STARTED.append(subprocess.Popen(command, cwd=ROOT, env=env, process_group=0))
-    return _attach(name, outdir)
+    wrapped = ["nice", "-n", str(_synth_nice()), "bash", "-c", _RUN_AND_MARK, str(marks), *command]
+    _STARTED.append(subprocess.Popen(wrapped, cwd=ROOT, env=OFFLINE_ENV, process_group=0))
 
 
 def _attach(name: str, outdir: Path) -> Assembly:
     # The variant, synthesized without acknowledgments, must fail validation (app.py exits 1).
     return Assembly(outdir, expected_returncode=1 if name == "variant" else 0)
-
-
-def _direct(outdir: Path, context: dict[str, str], script: Path = ROOT / "app.py") -> list[str]:
-    args = [sys.executable, str(script), "--outdir", str(outdir)]
-    for key, value in context.items():
-        args += ["-c", f"{key}={value}"]
-    return args
 
 
 SYNTH_NICE = 10
@@ -222,16 +220,26 @@ _NEEDS = {
 }
 
 
-def _command(name: str, outdir: Path) -> list[str]:
-    if name == "cli":
-        # The CLI binary `npx cdk` starts (package.json's pinned aws-cdk), without npx's own Node.js
-        # start-up (~0.45 s of CPU).
-        return [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--output", str(outdir)]
-    if name == "variant":
-        return _direct(outdir, VARIANT_CONTEXT, script=ROOT / "tests" / "synth_unacknowledged.py")
-    if name == "rehearsal":
-        return _direct(outdir, REHEARSAL_CONTEXT)
-    return _direct(outdir, {})
+def _cli_command(outdir: Path) -> list[str]:
+    # The CLI binary `npx cdk` starts (package.json's pinned aws-cdk), without npx's own Node.js
+    # start-up (~0.45 s of CPU).
+    return [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--output", str(outdir)]
+
+
+# The syntheses tests/synth_apps.py runs, in this order. ``validation``: aws-cdk-lib's built-in
+# CloudFormation validation (8 of a lone synthesis's 14 s of CPU when it was measured, mostly
+# building its rule engine) changes no template; it runs on the CLI's assembly, which the direct one
+# must equal byte for byte, and on the variant's, whose report the acknowledgments are checked
+# against (tests/test_lint.py); the rehearsal's templates go through cfn-lint. Off, it alone is off:
+# policy-validation plugins, cdk-nag among them, still run (aws-cdk-lib 2.275
+# core/lib/private/synthesis-validation.js, defaultValidationEnabled:
+# `app._builtinCloudFormationValidation && process.env.CDK_VALIDATION !== "false"`).
+APPS_MARKS = "apps-"  # the marks of a process of APPS: apps-direct+rehearsal+variant.rc, ...
+APPS = {
+    "direct": {"context": {}, "validation": False, "acknowledgments": True},
+    "rehearsal": {"context": REHEARSAL_CONTEXT, "validation": False, "acknowledgments": True},
+    "variant": {"context": VARIANT_CONTEXT, "validation": True, "acknowledgments": False},
+}
 
 
 def _fixtures_used(item: pytest.Item) -> set[str]:
@@ -275,13 +283,13 @@ def _ensure_started(config: pytest.Config, names: set[str]) -> None:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = []
         for name in sorted(names - _ASSEMBLIES.keys()):
-            outdir = root / name
-            if outdir.with_name(name + ".started").exists():
-                _ASSEMBLIES[name] = _attach(name, outdir)
-            else:
-                outdir.with_name(name + ".started").touch()
-                _ASSEMBLIES[name] = _start(name, outdir)
+            if not (root / f"{name}.started").exists():
+                (root / f"{name}.started").touch()
+                fresh.append(name)
+            _ASSEMBLIES[name] = _attach(name, root / name)
+        _start(fresh, root)
 
 
 def _whole_suite(config: pytest.Config) -> bool:
@@ -309,6 +317,29 @@ def pytest_configure(config: pytest.Config) -> None:
     1.3 s; cyclic garbage is still collected by the two young generations, and the suite's peak
     memory fell (2,558 -> 2,016 MiB, `make bench`)."""
     gc.set_threshold(700, 10, 1000)
+    if os.environ.get("PYTEST_XDIST_WORKER") and config.getvalue("loadgroup"):
+        config.pluginmanager.register(XdistGroups(), "xdist-groups-on-structured-ids")
+
+
+class XdistGroups:
+    """``--dist loadgroup``'s groups on pytest 9.2's node ids. pytest-xdist 3.8 (xdist/remote.py,
+    WorkerInteractor.pytest_collection_modifyitems) appends ``@<group>`` to ``item._nodeid``, which
+    pytest 9.2 no longer reads (``Node.nodeid`` is ``str(self._id)``, a structured NodeId), so every
+    xdist_group was inert and its tests spread over every worker (pytest-dev/pytest-xdist#1386). This
+    does what the proposed fix does (pytest-dev/pytest-xdist#1388: set the structured id): the
+    controller's LoadGroupScheduling then reads the group from the suffix, as with older pytest.
+    A group keeps tests that share a costly per-process start (moto's EC2 and CloudFormation
+    backends: ~1.5 s of CPU in each worker that first calls them) on one worker."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+            suffix = f"@{'_'.join(names)}"
+            if names and not item.nodeid.endswith(suffix):  # not once more where xdist's own mark took effect
+                item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -29,6 +29,13 @@ def test_each_workers_wall_time_is_split_into_start_up_cpu_waiting_and_idle(tmp_
     (assemblies / "cli.times").write_text("0m0.002s 0m0.001s\n0m8.000s 0m1.500s\n")
     started = (assemblies / "cli.started").stat().st_mtime
     os.utime(assemblies / "cli.rc", (started + 12.5, started + 12.5))
+    # Two apps in one process (tests/synth_apps.py): the process's CPU once, each app's end.
+    (assemblies / "apps-direct+variant.pid").write_text("42\n")
+    for name, ends in (("direct", 3.0), ("variant", 7.0), ("apps-direct+variant", 7.5)):
+        (assemblies / f"{name}.rc").write_text("0\n")
+        os.utime(assemblies / f"{name}.rc", (started + ends, started + ends))
+    os.utime(assemblies / "apps-direct+variant.pid", (started, started))
+    (assemblies / "apps-direct+variant.times").write_text("0m0.002s 0m0.001s\n0m5.000s 0m0.500s\n")
     timelines = tmp_path / "timelines"
     timelines.mkdir()
     end = {"event": "end", "t": 100.0, "cpu": 0.0, "children": 0.0, "assemblies": str(assemblies)}
@@ -52,7 +59,10 @@ def test_each_workers_wall_time_is_split_into_start_up_cpu_waiting_and_idle(tmp_
     # start-up 3 s (1.5 s CPU); tests on CPU 2.5 + 1 = 3.5 s; waiting 1.5 s; idle 40 - 3 - 3.5 - 1.5
     assert "| gw0 | 3.0 (1.5) | 3.5 | 1.5 | 32.0 (32.0 after its last test) | 2 |" in lines
     assert "| cli | " in text and "| 12.5 | 9.5 |" in text
-    assert "syntheses 9.5 s CPU; lint tests (cfn-lint, cdk-nag report, ruff) 1.0 s wall, 1.0 s CPU; test bodies 3.5 s CPU" in lines
+    assert "| apps-direct+variant | " in text and "| 7.5 | 5.5 |" in text
+    assert any(line.startswith("|   direct | ") and line.endswith("| 3.0 | (in the process above) |") for line in lines)
+    assert any(line.startswith("|   variant | ") and line.endswith("| 7.0 | (in the process above) |") for line in lines)
+    assert "syntheses 15.0 s CPU; lint tests (cfn-lint, cdk-nag report, ruff) 1.0 s wall, 1.0 s CPU; test bodies 3.5 s CPU" in lines
     assert "| tests/test_a.py | 4.0 | 2.5 | 1 |" in lines
     assert lines[0].startswith("wall 40.0 s, CPU of the whole process tree 50.0 s")
 

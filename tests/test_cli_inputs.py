@@ -204,7 +204,8 @@ def test_ctrl_c_exits_130_and_keeps_what_completed(tmp_path):
         args += ["--concurrency", "1", "--requests", "4", "--output-tokens", "20"]
         process = subprocess.Popen([sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert wait_for(lambda: len(baseline.truth) >= 4 and len(speculative.truth) >= 4)
+            # The live lists' lengths: ``server.truth`` would deep-copy every record at each poll.
+            assert wait_for(lambda: len(baseline.emulator.truth) >= 4 and len(speculative.emulator.truth) >= 4)
             os.kill(process.pid, signal.SIGINT)
             _, err = process.communicate(timeout=60)
         finally:

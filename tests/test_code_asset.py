@@ -19,6 +19,9 @@ from conftest import BUCKET
 from scripts import manifest_sizes
 from specbench import bundle
 
+# One worker for this file (its module fixtures: a moto server and its client, set up once, not in every worker; tests/conftest.py XdistGroups).
+pytestmark = pytest.mark.xdist_group("code-asset")
+
 CODE_BUCKET = "cdk-hnb659fds-assets-123456789012-us-east-2"
 REGION = "us-east-2"
 SWEEP_CONTEXT = {"neuron_nodes.desired_size": 2, "neuron_nodes.max_size": 2, "sweep.variants": "q17-k5:Qwen/Qwen3-1.7B:5"}
@@ -37,10 +40,17 @@ def spec():
     return dataclasses.replace(bench, code_bucket=CODE_BUCKET, code_key=key)
 
 
+@pytest.fixture(scope="module")
+def s3_client(moto_url):
+    """One client for the module (each new one loads the S3 model again); ``s3`` empties moto."""
+    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+        "s3", region_name=REGION, endpoint_url=moto_url
+    )
+
+
 @pytest.fixture
-def s3(moto_url, monkeypatch):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    client = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client("s3", region_name=REGION)
+def s3(s3_client):
+    client = s3_client
     for existing in client.list_buckets()["Buckets"]:
         for obj in client.list_objects_v2(Bucket=existing["Name"]).get("Contents", []):
             client.delete_object(Bucket=existing["Name"], Key=obj["Key"])

@@ -3,23 +3,26 @@ stubbed EKS client (the exact UpdateNodegroupConfig call), the settings, and its
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from config import ConfigError, load_config
+from tests import moto_aws
 from tests.templates import only, props, resources
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas" / "cost_guard"))
 import budget  # noqa: E402
 import handler  # noqa: E402
 
+# One worker pays moto's first EC2 calls (tests/test_preflight.py).
+pytestmark = pytest.mark.xdist_group("moto-ec2")
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=budget.UTC)
 REGION = "us-east-2"
 
@@ -106,30 +109,33 @@ def _settings(bucket: str, topic: str, budget_hours: float = 48.0) -> handler.Se
     )
 
 
-_IMAGES: list[str] = []
-
-
-def _amazon_image(ec2) -> str:  # type: ignore[no-untyped-def]
-    """An Amazon-owned image id of moto's default AMIs (the same list in every mock): looked up in the
-    first test's mock only, since listing them all costs about 2 s of CPU each time."""
-    if not _IMAGES:
-        _IMAGES.append(ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
-    return _IMAGES[0]
+@functools.cache
+def _eks() -> Any:
+    """The EKS client the tests stub: their own (a Stubber registers on its events, which the shared
+    clients of tests/moto_aws.py must not carry), made once from the shared session (a client costs
+    ~70 ms of CPU); each Stubber is a context manager, so none is left active between tests."""
+    return moto_aws.session().client("eks", region_name=REGION)
 
 
 @pytest.fixture
-def aws():
-    with mock_aws():
-        s3 = boto3.client("s3", region_name=REGION)
-        s3.create_bucket(Bucket="data", CreateBucketConfiguration={"LocationConstraint": REGION})
-        sns = boto3.client("sns", region_name=REGION)
+def aws(monkeypatch):
+    """A fresh moto state per test (each test writes its own ledger, mail and metrics), the clients
+    shared across tests (tests/moto_aws.py). Without moto's default AMIs (MOTO_EC2_LOAD_DEFAULT_AMIS,
+    moto/settings.py, read whenever a region's EC2 backend is made, at the first EC2 call and at the
+    reset when the mock ends): ~1,300 images with a volume and a snapshot each, ~0.5 s of CPU per
+    region each time. The instances run on an image registered here: the guard never reads images."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    moto_aws.lend_session_to_moto()  # moto's EC2 module imported with the shared session's models
+    with moto_aws.mocked():
+        s3 = moto_aws.bucket("data", REGION)
+        sns = moto_aws.client("sns", REGION)
         topic = sns.create_topic(Name="guard")["TopicArn"]
-        sqs = boto3.client("sqs", region_name=REGION)
+        sqs = moto_aws.client("sqs", REGION)
         queue = sqs.create_queue(QueueName="mail")["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-        ec2 = boto3.client("ec2", region_name=REGION)
-        image = _amazon_image(ec2)
+        ec2 = moto_aws.client("ec2", REGION)
+        image = ec2.register_image(Name="node", RootDeviceName="/dev/xvda")["ImageId"]
         tags = [{"Key": "eks:cluster-name", "Value": "specdecode-trn2"}, {"Key": "eks:nodegroup-name", "Value": "NeuronNodes-abc"}]
         ec2.run_instances(
             ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large", TagSpecifications=[{"ResourceType": "instance", "Tags": tags}]
@@ -138,16 +144,15 @@ def aws():
         ec2.run_instances(
             ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large", TagSpecifications=[{"ResourceType": "instance", "Tags": other}]
         )
-        eks = boto3.client("eks", region_name=REGION)
         yield {
             "s3": s3,
             "sns": sns,
             "sqs": sqs,
             "queue": queue,
             "ec2": ec2,
-            "eks": eks,
+            "eks": _eks(),
             "topic": topic,
-            "cloudwatch": boto3.client("cloudwatch", region_name=REGION),
+            "cloudwatch": moto_aws.client("cloudwatch", REGION),
         }
 
 
@@ -224,6 +229,7 @@ def test_budget_settings_bounds():
     assert load_config({"neuron_nodes.min_size": "1", "budget.node_hours": "0", "neuron_nodes.scale_to_zero_after_run": "false"})
 
 
+@pytest.mark.xdist_group("cost-guard-synthesized")  # not with the moto group: it waits for the synthesis
 def test_the_guard_may_update_only_the_neuron_node_group_and_is_wired_to_both_triggers(platform):
     neuron_id, _ = only(platform, "AWS::EKS::Nodegroup", lambda r: "Neuron" in json.dumps(r["Metadata"]))
     _, policy = only(platform, "AWS::IAM::Policy", lambda r: "CostGuard" in r["Properties"]["PolicyName"])

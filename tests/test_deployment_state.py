@@ -98,15 +98,19 @@ def cost_guard():
     return module
 
 
+@pytest.mark.xdist_group("moto-ec2")  # one worker pays moto's first EC2 calls (tests/test_preflight.py)
 def test_the_cost_guards_figures_reach_the_row(monkeypatch):
     """One check of the real guard against moto (a Neuron instance up two hours), then the Lambda's read."""
     guard = cost_guard()
     moto_aws.offline_environment(monkeypatch)
+    # Without moto's ~1,300 default AMIs (read whenever a region's EC2 backend is made, here and at
+    # the mock's reset; listing them cost ~1.5 s of CPU): the guard never reads the instance's image.
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     moto_aws.lend_session_to_moto()  # moto's EC2 backend, cheaply
     with moto_aws.mocked():
         s3, cloudwatch = moto_aws.bucket(BUCKET, REGION), moto_aws.client("cloudwatch", REGION)
         ec2 = moto_aws.client("ec2", REGION)
-        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        image = ec2.register_image(Name="node", RootDeviceName="/dev/xvda")["ImageId"]
         tags = [{"Key": "eks:cluster-name", "Value": "specdecode-trn2"}, {"Key": "eks:nodegroup-name", "Value": "NeuronNodes-abc"}]
         ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
         launch = ec2.describe_instances()["Reservations"][0]["Instances"][0]["LaunchTime"]

@@ -7,6 +7,7 @@ import asyncio
 import json
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,9 @@ from specbench.prompts.suite import DEFAULT_SUITE
 from specbench.results.records import RequestRecord, read_jsonl
 from specbench.results.store import LocalStore, RunStore
 
-pytestmark = pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
+# Real-time loopback servers: scheduled first (tests/conftest.py); one worker for the file: its module
+# fixtures (the emulator servers and the shared three-level run) are set up once, not in every worker (tests/conftest.py XdistGroups).
+pytestmark = [pytest.mark.servers, pytest.mark.xdist_group("load-levels")]
 
 SCALE = 0.1
 
@@ -127,16 +130,32 @@ def test_open_loop_sends_on_schedule_whatever_is_in_flight(servers, monkeypatch)
     )
 
 
-def test_a_run_at_several_levels_stores_each_case_at_each_level(servers, tmp_path) -> None:
-    args = run_args(*servers, tmp_path, "--test-case", "counting", "--run-id", "ml", "--no-publish", "--requests", "3")
-    code = cli.main([*args, "--concurrency", "1", "--concurrency", "2", "--request-rate", "20"])
-    assert code == 0
-    store, records = stored(tmp_path, "ml")
+@pytest.fixture(scope="module")
+def multi_level_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One run at three levels (1 and 2 in flight, 20 requests/s) that both tests below read (neither
+    writes into it): the run once, not twice. Its own servers: their request ordinals start at 0, so
+    the acceptance they draw (seeded by prompt and ordinal) does not depend on which tests ran before.
+    Returns the results directory and each server's record of what it served."""
+    results = tmp_path_factory.mktemp("multi-level")
+    settings = tmp_path_factory.mktemp("multi-level-settings") / "settings.json"
+    variants = [{"name": "qwen-vllm"}, {"name": "qwen-sd-vllm", "draft_model": "Qwen/Qwen3-1.7B", "num_speculative_tokens": 7}]
+    settings.write_text(json.dumps({"variants": variants}))
+    profiles = default_profiles(time_scale=SCALE)
+    with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
+        args = run_args(baseline, speculative, results, "--test-case", "counting", "--run-id", "ml", "--no-publish", "--requests", "4")
+        assert cli.main([*args, "--settings", str(settings), "--concurrency", "1", "--concurrency", "2", "--request-rate", "20"]) == 0
+        served = {"qwen-vllm": baseline.truth, "qwen-sd-vllm": speculative.truth}
+    return results, served
+
+
+def test_a_run_at_several_levels_stores_each_case_at_each_level(multi_level_run) -> None:
+    results, _ = multi_level_run
+    store, records = stored(results, "ml")
     assert sorted(k for k in store.keys() if k.startswith(("records/", "acceptance/"))) == [
         f"{kind}/counting@{level}.{ext}" for kind, ext in (("acceptance", "json"), ("records", "jsonl")) for level in ("c1", "c2", "r20")
     ]
     assert {(r.variant, r.load_level) for r in records} == {(v, lv) for v in ("qwen-vllm", "qwen-sd-vllm") for lv in ("c1", "c2", "r20")}
-    assert len(records) == 2 * 3 * 3
+    assert len(records) == 2 * 3 * 4
     run = json.loads(store.read("run.json"))
     assert sorted(run["cases"]) == ["counting@c1", "counting@c2", "counting@r20"]
     levels = [(level["concurrency"], level.get("request_rate")) for level in run["plan"]["load_levels"]]
@@ -144,20 +163,11 @@ def test_a_run_at_several_levels_stores_each_case_at_each_level(servers, tmp_pat
     assert store.keys("llmperf/qwen-vllm/counting@r20/")
 
 
-def test_sweep_report_of_a_multi_level_run_separates_the_levels(tmp_path, capsys) -> None:
-    """Its own servers: their request ordinals start at 0, so the acceptance they draw (seeded by
-    prompt and ordinal) does not depend on which tests ran before."""
-    settings = tmp_path / "settings.json"
-    variants = [{"name": "qwen-vllm"}, {"name": "qwen-sd-vllm", "draft_model": "Qwen/Qwen3-1.7B", "num_speculative_tokens": 7}]
-    settings.write_text(json.dumps({"variants": variants}))
-    profiles = default_profiles(time_scale=SCALE)
-    with EmulatorServer(profiles["qwen-vllm"]) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
-        args = run_args(baseline, speculative, tmp_path, "--test-case", "counting", "--run-id", "ml", "--no-publish", "--requests", "4")
-        assert cli.main([*args, "--settings", str(settings), "--concurrency", "1", "--concurrency", "2", "--request-rate", "20"]) == 0
-        served = {"qwen-vllm": baseline.truth, "qwen-sd-vllm": speculative.truth}
+def test_sweep_report_of_a_multi_level_run_separates_the_levels(multi_level_run, tmp_path, capsys) -> None:
+    results, served = multi_level_run
     capsys.readouterr()
     out = tmp_path / "report"
-    assert cli.main(["sweep-report", "--run", str(tmp_path / "ml"), "--out", str(out), "--resamples", "50", "--no-charts"]) == 0
+    assert cli.main(["sweep-report", "--run", str(results / "ml"), "--out", str(out), "--resamples", "50", "--no-charts"]) == 0
     summary = capsys.readouterr().out.splitlines()[:2]
     assert [line.split(": Qwen/Qwen3-1.7B, k = 7, ")[0] for line in summary] == [
         "structured prompts up to 2 in flight",
@@ -176,7 +186,7 @@ def test_sweep_report_of_a_multi_level_run_separates_the_levels(tmp_path, capsys
     assert curve["a"] == pytest.approx(0.9, abs=0.08)
     # The measured speedup is the ratio of the median TPOTs the client stored at 1 in flight; what the
     # servers' plans give (exact, whatever the machine's load) is the model's.
-    _, records = stored(tmp_path, "ml")
+    _, records = stored(results, "ml")
     tpot = {v: statistics.median(r.time_per_output_token_s for r in records if r.variant == v and r.load_level == "c1") for v in served}
     assert curve["points"][0]["tpot"]["point"] == pytest.approx(tpot["qwen-vllm"] / tpot["qwen-sd-vllm"], rel=1e-6)
     planned = {

@@ -36,6 +36,9 @@ from conftest import BUCKET, HF_TOKEN_SECRET_ARN
 from specbench import bundle
 from templates import props, resources
 
+# One worker for this file (its module fixtures: a moto server, the AWS CLI folder, the fetched sweep code, set up once, not in every worker; tests/conftest.py XdistGroups).
+pytestmark = pytest.mark.xdist_group("pod-code")
+
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 REGION = "us-east-2"
 SWEEP = {"neuron_nodes.desired_size": 2, "neuron_nodes.max_size": 2, "sweep.variants": "q17-k5:Qwen/Qwen3-1.7B:5"}
@@ -221,10 +224,15 @@ def aws_bin(tmp_path_factory):
     return aws_cli(tmp_path_factory.mktemp("awscli"))
 
 
-def _s3(moto_url: str) -> Any:
-    client = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+@pytest.fixture(scope="module")
+def s3_client(moto_url):
+    """One client for the module (each new one loads the S3 model again); ``_upload`` empties moto."""
+    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
         "s3", region_name=REGION, endpoint_url=moto_url
     )
+
+
+def _s3(client: Any) -> Any:
     for existing in client.list_buckets()["Buckets"]:
         for obj in client.list_objects_v2(Bucket=existing["Name"]).get("Contents", []):
             client.delete_object(Bucket=existing["Name"], Key=obj["Key"])
@@ -232,9 +240,9 @@ def _s3(moto_url: str) -> Any:
     return client
 
 
-def _upload(moto_url: str, fetch: dict, body: bytes) -> dict[str, str]:
+def _upload(client: Any, fetch: dict, body: bytes) -> dict[str, str]:
     env = {e["name"]: e["value"] for e in fetch["env"]}
-    s3 = _s3(moto_url)
+    s3 = _s3(client)
     s3.create_bucket(Bucket=env["SPECBENCH_CODE_BUCKET"], CreateBucketConfiguration={"LocationConstraint": REGION})
     s3.put_object(Bucket=env["SPECBENCH_CODE_BUCKET"], Key=env["SPECBENCH_CODE_KEY"], Body=body)
     return env
@@ -252,7 +260,7 @@ def _located(pod: dict, bucket: str = "code-bucket") -> dict:
     return fetch
 
 
-def test_the_model_cache_job_fetches_its_asset_and_runs_the_fill_from_it(platform, cli_assembly, moto_url, aws_bin, tmp_path):
+def test_the_model_cache_job_fetches_its_asset_and_runs_the_fill_from_it(platform, cli_assembly, moto_url, s3_client, aws_bin, tmp_path):
     """The synthesized Job's own init container and fill command: the stack's asset object, then the
     fill (its --help: the Hub is out of reach) from the zip, without site-packages."""
     pod = by_prefix(synthesized(platform), "Job/model-cache-")
@@ -265,7 +273,7 @@ def test_the_model_cache_job_fetches_its_asset_and_runs_the_fill_from_it(platfor
     ]
     body = cli_assembly.file(asset["source"]["path"]).read_bytes()
     assert env["SPECBENCH_CODE_BUCKET"] == f"cdk-hnb659fds-assets-123456789012-{REGION}" and env["SPECBENCH_CODE_KEY"] in json.dumps(asset)
-    _upload(moto_url, fetch, body)
+    _upload(s3_client, fetch, body)
     fetched = run_fetch(fetch, tmp_path, moto_url, aws_bin)
     assert (fetched.returncode, fetched.stderr) == (0, "")
     assert (tmp_path / "code" / "specbench.pyz").read_bytes() == body and not list((tmp_path / "code").glob("*.part"))
@@ -276,23 +284,36 @@ def test_the_model_cache_job_fetches_its_asset_and_runs_the_fill_from_it(platfor
     assert "fill the bucket-backed model cache" in ran.stdout and "--eagle3-head" in ran.stdout
 
 
+@pytest.fixture(scope="module")
+def sweep_code(moto_url, s3_client, aws_bin, tmp_path_factory):
+    """The sweep pods' fetch, run once: both layouts' init container is the same container (asserted:
+    its script, environment and mounts), so a second run would run the same command on the same
+    object. Its root holds the fetched /code; the consumers only read it."""
+    pod = by_prefix(sweep("server-container"), "Job/specbench-sweep-")
+    assert by_prefix(sweep("sidecar"), "Job/specbench-sweep-")["initContainers"][0] == pod["initContainers"][0]
+    root = tmp_path_factory.mktemp("sweep-code")
+    body = bundle.zipapp_bytes()
+    fetch = _located(pod)
+    _upload(s3_client, fetch, body)
+    fetched = run_fetch(fetch, root, moto_url, aws_bin)
+    assert (fetched.returncode, fetched.stderr) == (0, "") and (root / "code" / "specbench.pyz").read_bytes() == body
+    assert [p.name for p in (root / "code").iterdir()] == ["specbench.pyz"]  # no .part left behind
+    return root
+
+
 @pytest.mark.parametrize("layout", ["server-container", "sidecar"])
-def test_a_sweep_pod_and_its_hardware_facts_job_fetch_and_run_their_code(layout, moto_url, aws_bin, tmp_path):
-    """The sweep pod's fetch, then its gate check (the exact command: no facts yet, so NO_FACTS) and
-    its server's launcher (exec-ing a unit's command); the hardware-facts Job fetches with the sweep
-    pod's own init container."""
+def test_a_sweep_pod_and_its_hardware_facts_job_fetch_and_run_their_code(layout, sweep_code, tmp_path):
+    """The sweep pod's fetch (``sweep_code``, one run for both layouts' identical init container),
+    then its gate check (the exact command: no facts yet, so NO_FACTS) and its server's launcher
+    (exec-ing a unit's command); the hardware-facts Job fetches with the sweep pod's own init
+    container."""
     objects = sweep(layout)
     pod = by_prefix(objects, "Job/specbench-sweep-")
     facts = by_prefix(objects, "Job/hardware-facts-")
     assert facts["initContainers"][0] == pod["initContainers"][0]
-    body = bundle.zipapp_bytes()
-    fetch = _located(pod)
-    _upload(moto_url, fetch, body)
-    fetched = run_fetch(fetch, tmp_path, moto_url, aws_bin)
-    assert (fetched.returncode, fetched.stderr) == (0, "") and (tmp_path / "code" / "specbench.pyz").read_bytes() == body
     gate = tmp_path / "gate"
     gate.mkdir()
-    check = run_consumer(container(pod, "check-hardware-facts"), tmp_path, ("/gate", str(gate)))
+    check = run_consumer(container(pod, "check-hardware-facts"), sweep_code, ("/gate", str(gate)))
     assert check.returncode == 5 and check.stderr.startswith(f"hardware facts: none in {gate}"), check.stderr[-2000:]
     units, signal = tmp_path / "units.json", tmp_path / "signal"
     signal.mkdir()
@@ -301,7 +322,7 @@ def test_a_sweep_pod_and_its_hardware_facts_job_fetch_and_run_their_code(layout,
     server = {**container(pod, "vllm"), "env": [{"name": "JOB_COMPLETION_INDEX", "value": "0"}]}
     launched = run_consumer(
         {**server, "command": server["command"] + server["args"]},
-        tmp_path,
+        sweep_code,
         ("/opt/sweep/units.json", str(units)),
         ("/run/sweep", str(signal)),
     )
@@ -315,13 +336,13 @@ def test_a_sweep_pod_and_its_hardware_facts_job_fetch_and_run_their_code(layout,
     assert probe["command"][: probe["command"].index("collect")] == code.run_module("python3", "specbench.hardware.facts")
 
 
-def test_a_wrong_hash_stops_the_pod_before_anything_runs(moto_url, aws_bin, tmp_path):
+def test_a_wrong_hash_stops_the_pod_before_anything_runs(moto_url, s3_client, aws_bin, tmp_path):
     """Another zip under the key (tampered, or another deploy's): one line, exit 1, no zip and no
     partial file, so the consumer has nothing to run (and the kubelet starts no later container)."""
     pod = by_prefix(sweep("server-container"), "Job/specbench-sweep-")
     fetch = _located(pod)
     body = bundle.zipapp_bytes()
-    env = _upload(moto_url, fetch, body + bytes(1))
+    env = _upload(s3_client, fetch, body + bytes(1))
     ran = run_fetch(fetch, tmp_path, moto_url, aws_bin)
     assert ran.returncode == 1 and ran.stdout == ""
     (line,) = ran.stderr.splitlines()
@@ -336,10 +357,10 @@ def test_a_wrong_hash_stops_the_pod_before_anything_runs(moto_url, aws_bin, tmp_
 
 
 @pytest.mark.parametrize("missing", ["object", "bucket", "location"])
-def test_a_missing_object_bucket_or_location_fails_in_one_line(missing, moto_url, aws_bin, tmp_path):
+def test_a_missing_object_bucket_or_location_fails_in_one_line(missing, moto_url, s3_client, aws_bin, tmp_path):
     pod = by_prefix(sweep("sidecar"), "Job/specbench-sweep-")
     fetch = _located(pod)
-    env = _upload(moto_url, fetch, bundle.zipapp_bytes())
+    env = _upload(s3_client, fetch, bundle.zipapp_bytes())
     override = {
         "object": {"SPECBENCH_CODE_KEY": "no-such-key.pyz"},
         "bucket": {"SPECBENCH_CODE_BUCKET": "no-such-bucket"},

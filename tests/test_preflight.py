@@ -6,10 +6,11 @@ Service Quotas ListServiceQuotas and EC2 capacity reservations are "not implemen
 HeadBucket moto never gives). Stubber checks every response it is given against botocore's service
 model, so the shapes below are the documented ones.
 
-The end-to-end tests run ``python -m specbench preflight`` (a subprocess, which cannot share the
-in-process mock) with AWS_ENDPOINT_URL at a moto server on 127.0.0.1 (``moto_server``: the same
-moto, over HTTP) and AWS_ENDPOINT_URL_EKS / AWS_ENDPOINT_URL_SERVICE_QUOTAS at a small loopback
-server for the two services moto lacks. ``test_boto3_takes_the_endpoint_from_the_environment``
+The end-to-end runs of ``python -m specbench preflight`` (a subprocess, which cannot share the
+in-process mock; here and in tests/test_preflight_as_run.py, through scripts/preflight and make)
+have AWS_ENDPOINT_URL at a moto server on 127.0.0.1 (``moto_server``: the same moto, over HTTP)
+and AWS_ENDPOINT_URL_EKS / AWS_ENDPOINT_URL_SERVICE_QUOTAS at a small loopback server for the two
+services moto lacks (``fake_eks``). ``test_boto3_takes_the_endpoint_from_the_environment``
 checks that those variables reach the clients preflight makes.
 """
 
@@ -39,14 +40,12 @@ from specbench.preflight.checks import FAILED, PASSED, WARNING
 from tests import moto_aws
 from tests.loopback import serve
 
-# One worker for this file under `pytest -n 2 --dist loadgroup` (make test): each worker that runs
-# one of these tests pays moto's first calls: moto importing its CloudFormation, EC2 and SSM
-# backends and reading their service models for its serializer, about 1.5 s of CPU even with the
-# shared session lent to moto (tests/moto_aws.py, lend_session_to_moto).
-# Inert with pytest 9.2 and pytest-xdist 3.8, as every xdist_group here: xdist marks the group on
-# `item._nodeid`, which pytest 9.2's node ids no longer read (pytest-dev/pytest-xdist#1386, fix
-# proposed in #1388), so the tests are spread as if unmarked until that lands.
-pytestmark = pytest.mark.xdist_group("preflight")
+# One worker for these tests under `make test` (--dist loadgroup; tests/conftest.py XdistGroups),
+# with tests/test_preflight_as_run.py, tests/test_cost_guard.py and tests/test_deployment_state.py:
+# each worker that runs one of them pays moto's first calls, moto importing its CloudFormation, EC2
+# and SSM backends and reading their service models for its serializer, about 1.5 s of CPU even
+# with the shared session lent to moto (tests/moto_aws.py, lend_session_to_moto).
+pytestmark = pytest.mark.xdist_group("moto-ec2")
 
 REGION = "us-east-2"
 MOTO_ACCOUNT = "123456789012"  # moto's default account
@@ -936,60 +935,20 @@ def preflight(moto_url: str, fake_url: str, *args: str, cdk_out=None) -> subproc
 
 
 @pytest.mark.long  # seconds of CPU: scheduled early (tests/conftest.py)
-def test_the_command_end_to_end(moto_server, fake_eks):
-    """One run per state and command line: each run is a new process that imports boto3 and loads
-    its service models (about 0.6 s of CPU), so assertions about one run share it."""
-    fake_url, state = fake_eks
-    # Not bootstrapped, and -c naming another account: two failed checks, each with its fix, exit 1.
-    missing = preflight(moto_server, fake_url, "-c", "env.account=111111111111")
-    assert missing.returncode == 1, missing.stdout + missing.stderr
-    assert re.search(
-        r"^failed +cdk bootstrap: no CDKToolkit stack in us-east-2 \| fix: npx cdk bootstrap aws://123456789012/us-east-2$",
-        missing.stdout,
-        re.M,
-    )
-    assert "failed   account: the credentials are in account 123456789012" in missing.stdout
-
+def test_the_command_end_to_end(moto_server):
+    """`python -m specbench preflight` itself, against moto itself for EKS and Service Quotas (it
+    answers 404 and 500): those checks could not run, which is a warning each, not a failure.
+    Each run is a new process that loads boto3 (about 0.6 s of CPU), so every other state is run
+    once, in tests/test_preflight_as_run.py, through scripts/preflight (which execs this same
+    command) and `make preflight`: not bootstrapped and another account (exit 1, both failed lines),
+    ready (exit 0, its lines), a Kubernetes version in extended support (exit 3, its one warning),
+    a bad setting (exit 2, one line naming the field, no traceback) and no credentials (exit 1, one
+    line naming NoCredentialsError)."""
     bootstrap("29")
-    ready = preflight(moto_server, fake_url)
-    assert ready.returncode == 0, ready.stdout + ready.stderr
-    lines = ready.stdout.splitlines()
-    assert lines[0] == (
-        "preflight of account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-2, "
-        "its AWS calls bounded to 60 s in all (--time-limit):"
-    )
-    assert all(line.startswith("passed ") for line in lines[1:-1]) and re.match(
-        r"^\d+ checks: \d+ passed, 0 warnings, 0 failed$", lines[-1]
-    )
-    assert any(line.startswith("passed   add-on vpc-cni v1.21.1-eksbuild.7") for line in lines)  # from the fake EKS endpoint
-
-    state["k8s_status"] = "EXTENDED_SUPPORT"
-    warned = preflight(moto_server, fake_url)
-    assert warned.returncode == 3, warned.stdout + warned.stderr
-    assert [line.split(":")[0] for line in warned.stdout.splitlines() if line.startswith("warning")] == ["warning  Kubernetes 1.35"]
-
-    # moto itself for EKS and Service Quotas (it answers 404 and 500): those checks could not run,
-    # which is a warning each, not a failure.
     unserved = preflight(moto_server, moto_server)
     assert unserved.returncode == 3, unserved.stdout + unserved.stderr
     unchecked = [line for line in unserved.stdout.splitlines() if line.startswith("warning")]
-    assert len(unchecked) == 5 and all(": not checked: " in line for line in unchecked)
-
-
-def test_the_command_reports_bad_settings_and_no_credentials_in_one_line(moto_server, fake_eks):
-    fake_url, _ = fake_eks
-    bad = preflight(moto_server, fake_url, "-c", "neuron_nodes.capacity_mode=spot")
-    assert bad.returncode == 2 and "neuron_nodes.capacity_mode" in bad.stderr and "Traceback" not in bad.stderr
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(
-        AWS_ENDPOINT_URL=moto_server,
-        AWS_REGION=REGION,
-        AWS_EC2_METADATA_DISABLED="true",
-        AWS_CONFIG_FILE="/nonexistent",
-        AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
-    )
-    none = subprocess.run([sys.executable, "-m", "specbench", "preflight"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert none.returncode == 1 and len(none.stderr.strip().splitlines()) == 1 and "NoCredentialsError" in none.stderr
+    assert len(unchecked) == 5 and all(": not checked: " in line for line in unchecked), unserved.stdout
 
 
 def test_bad_settings_are_reported_before_any_call_to_aws(monkeypatch, capsys):

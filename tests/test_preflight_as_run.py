@@ -52,7 +52,7 @@ from tests.test_preflight import (
     run,
 )
 
-pytestmark = pytest.mark.xdist_group("preflight")
+pytestmark = pytest.mark.xdist_group("moto-ec2")  # one worker pays moto's first calls (tests/test_preflight.py)
 # tests/test_preflight.py's fixtures, used here by name: moto in this process, the moto server,
 # the fake EKS and Service Quotas endpoint.
 moto, moto_url, moto_server, fake_eks = test_preflight.moto, test_preflight.moto_url, test_preflight.moto_server, test_preflight.fake_eks
@@ -106,31 +106,52 @@ def make(env: dict[str, str], context: str = "") -> subprocess.CompletedProcess:
 @pytest.mark.long  # seconds of CPU: several processes that each load boto3
 @pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
 def test_the_documented_codes_reach_the_shell_and_make_prints_them(moto_server, fake_eks):
-    """scripts/preflight exits with preflight's own code (what `python -m specbench preflight`
-    exits with); `make preflight` exits 0 or, as GNU make does for any failed recipe, 2, after one
-    line naming the code and its meaning."""
+    """scripts/preflight exits with preflight's own code (it execs `.venv/bin/python -m specbench
+    preflight`); `make preflight` exits 0 or, as GNU make does for any failed recipe, 2, after one
+    line naming the code and its meaning. Each run is a process that loads boto3 (~0.6 s of CPU), so
+    each state is run once, here: the lines of the failed, warned, bad-settings and ready runs are
+    checked on these runs (make's stdout and stderr are the script's), not on more runs of
+    `python -m specbench preflight` (tests/test_preflight.py runs it once, for the unserved state)."""
     fake_url, state = fake_eks
     env = aws_env(moto_server, fake_url)
     assert subprocess.run(["make", "--version"], capture_output=True, text=True).stdout.startswith("GNU Make")
 
-    failed = script(env)  # not bootstrapped (`python -m specbench preflight` exits 1 then: test_preflight.py)
+    # Not bootstrapped, and -c naming another account: two failed checks, each with its fix, exit 1.
+    failed = script(env, "-c", "env.account=111111111111")
     assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert re.search(
+        r"^failed +cdk bootstrap: no CDKToolkit stack in us-east-2 \| fix: npx cdk bootstrap aws://123456789012/us-east-2$",
+        failed.stdout,
+        re.M,
+    ), failed.stdout
+    assert "failed   account: the credentials are in account 123456789012" in failed.stdout, failed.stdout
 
     bootstrap("29")
     state["k8s_status"] = "EXTENDED_SUPPORT"
     warned = script(env)
     assert warned.returncode == 3, warned.stdout + warned.stderr
+    warnings = [line.split(":")[0] for line in warned.stdout.splitlines() if line.startswith("warning")]
+    assert warnings == ["warning  Kubernetes 1.35"], warned.stdout
     through_make = make(env)
     assert through_make.returncode == 2 and "make preflight: preflight exited 3 (warnings only)" in through_make.stderr
     assert through_make.stdout == warned.stdout  # the same lines, only the code differs
 
     bad = make(env, "-c neuron_nodes.capacity_mode=spot")
-    assert bad.returncode == 2 and "neuron_nodes.capacity_mode" in bad.stderr
+    assert bad.returncode == 2 and "neuron_nodes.capacity_mode" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert "preflight exited 2 (bad arguments or settings)" in bad.stderr
 
     state["k8s_status"] = "STANDARD_SUPPORT"
     ready = make(env)
     assert ready.returncode == 0 and "preflight exited" not in ready.stderr, ready.stdout + ready.stderr
+    lines = ready.stdout.splitlines()
+    assert lines[0] == (
+        "preflight of account 123456789012 (arn:aws:sts::123456789012:user/moto), region us-east-2, "
+        "its AWS calls bounded to 60 s in all (--time-limit):"
+    ), ready.stdout
+    assert all(line.startswith("passed ") for line in lines[1:-1]) and re.match(
+        r"^\d+ checks: \d+ passed, 0 warnings, 0 failed$", lines[-1]
+    ), ready.stdout
+    assert any(line.startswith("passed   add-on vpc-cni v1.21.1-eksbuild.7") for line in lines), ready.stdout  # from the fake EKS endpoint
 
 
 def test_the_docs_give_the_readme_command_and_what_make_does():
@@ -448,6 +469,8 @@ def test_the_identity_fixes_paste_and_name_the_ways_to_credentials(tmp_path):
 
 
 def test_the_no_credentials_line_names_the_call_and_the_fix(moto_server, fake_eks):
+    """No credentials anywhere: exit 1 and one line on stderr, naming the call and the fix (the one
+    run of this state: `python -m specbench preflight` is what the script execs)."""
     env = aws_env(moto_server, fake_eks[0], AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
     del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
     none = script(env)

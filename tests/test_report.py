@@ -11,7 +11,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from matplotlib import image
 
 from specbench import cli
 from specbench.analysis.aggregate import COMPLETE, NO_DATA, PARTIAL, summarize_run
@@ -21,6 +20,7 @@ from specbench.outputs.report import chart_titles, format_interval, latency_tabl
 from specbench.results.records import RequestRecord
 from specbench.results.store import LocalStore, RunStore, open_store
 from tests import moto_aws
+from tests.session_cache import once_per_session
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RESAMPLES = 200
@@ -94,11 +94,16 @@ def complete_inputs() -> tuple[dict, list[RequestRecord], dict]:
     return make_run(), records, acceptance
 
 
+def _complete_report(out: Path) -> tuple:
+    summary = summarize_run(*complete_inputs(), resamples=RESAMPLES)
+    return summary, write_report(summary, out), out
+
+
 @pytest.fixture(scope="module")
 def complete(tmp_path_factory):
-    summary = summarize_run(*complete_inputs(), resamples=RESAMPLES)
-    out = tmp_path_factory.mktemp("complete")
-    return summary, write_report(summary, out), out
+    """Read only. Drawn once per session, not per xdist worker (tests/session_cache.py): its six
+    charts cost 0.6 s of CPU, and the tests that read them run on both workers."""
+    return once_per_session(tmp_path_factory, "report-complete", _complete_report)
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +144,8 @@ def chart_files(written: dict[str, Path]) -> dict[str, Path]:
 
 
 def test_complete_report_writes_every_chart_as_a_real_png(complete):
+    from matplotlib import image  # here: at the module's top, every pytest-xdist worker would import matplotlib at collection
+
     summary, written, out = complete
     assert summary.completeness == COMPLETE
     # These stored records carry no per-chunk tokens, so no stream histogram (test_stream_acceptance draws one).

@@ -10,7 +10,6 @@ import json
 from charts.sweep_control import NAME as ACCOUNT
 from conftest import BUCKET
 from scripts import manifest_sizes
-from stacks.nag import _rendered
 from templates import direct_dependencies, only, props, resources
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
@@ -97,8 +96,12 @@ def _names_role(policy: dict, role_id: str) -> bool:
 
 def test_its_one_acknowledgment_names_exactly_the_wildcard_of_its_policy(variant_assembly, variant_data):
     """The controller's role exists only in a staged sweep's synthesis, so its cdk-nag
-    acknowledgment stays on in the variant (tests/synth_unacknowledged.py): it must name the one
+    acknowledgment stays on in the variant (tests/synth_apps.py): it must name the one
     wildcard resource of the role's policy, rendered as cdk-nag renders it, and nothing else."""
+    # Imported here: stacks imports aws_cdk, whose jsii runtime would start in every pytest-xdist
+    # worker at collection (0.8 s of CPU each), not only in the one that runs this test.
+    from stacks.nag import _rendered
+
     role_id, _ = only(variant_data, "AWS::IAM::Role", lambda r: _trusts(r, ACCOUNT))
     (policy,) = [r for r in resources(variant_data, "AWS::IAM::Policy").values() if {"Ref": role_id} in props(r)["Roles"]]
     wildcards = {

@@ -195,6 +195,11 @@ def _documents(objects: dict[str, bytes]) -> list[dict]:
     return [found[n] for n in sorted(found)]
 
 
+def _stored_documents(s3, prefix: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The stage documents stored under a sweep's ``prefix``: only its stages/ folder read, not every point's files again."""
+    return _documents({STAGES + key: body for key, body in _objects(s3, prefix + STAGES).items()})
+
+
 class Pods(Node):
     """The node of the test's cluster; with ``recorded`` (a sweep's stored objects), a pod whose every
     point is recorded stores those bytes instead of measuring again (the kill runs: the same
@@ -345,9 +350,9 @@ def _measure(sweep: Sweep, root: Path) -> Measured:
     s3 = _fresh_bucket(sweep)
     pods = Pods(sweep, root)
     with Cluster(sweep, pods) as cluster:
-        # Each poll reads every stored point (60 s apart in the cluster): here twice a second, not to
-        # take the CPU the pods measure with.
-        controller = Controller(sweep, root, cluster.api.url, poll_s=0.5)
+        # Each poll lists and reads every stored point (60 s apart in the cluster): here once a second,
+        # not to take the CPU the pods measure with (a stage's pods run for seconds: a few polls each).
+        controller = Controller(sweep, root, cluster.api.url, poll_s=1.0)
         try:
             lines, err = controller.finish()
         finally:
@@ -380,7 +385,7 @@ def _by_hand(sweep: Sweep, objects: dict[str, bytes], root: Path) -> list[dict]:
                 s3.put_object(Bucket=BUCKET, Key=f"{prefix}sweeps/{SWEEP}/{key}", Body=body)
         done = subprocess.run(argv, cwd=root, env={**_environ(), **sweep.env()}, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
-        docs = _documents(_objects(s3, f"{prefix}sweeps/{SWEEP}/"))
+        docs = _stored_documents(s3, f"{prefix}sweeps/{SWEEP}/")
         stage = set(docs[-1]["next_stage"]["points"])
         if not stage:
             assert "every decision is made" in done.stdout
@@ -388,8 +393,8 @@ def _by_hand(sweep: Sweep, objects: dict[str, bytes], root: Path) -> list[dict]:
     raise AssertionError(f"sweep next did not finish: {docs[-1]['next_stage']}")
 
 
-# One test: the kill runs replay the uninterrupted sweep's measurements (xdist_group is inert here,
-# tests/test_preflight.py says why: two tests could measure the sweep on two workers).
+# One test: the kill runs replay the uninterrupted sweep's measurements (as two tests they would need
+# one worker, an xdist_group, or each worker would measure the sweep again).
 @pytest.mark.servers  # real-time loopback servers: scheduled first (tests/conftest.py)
 def test_the_controller_ends_with_sweep_nexts_decision_on_emulated_stages_even_killed_between_steps(sweep, tmp_path):
     measured = _measure(sweep, tmp_path / "measured")
@@ -455,6 +460,5 @@ def _killed_between_steps(sweep: Sweep, measured: Measured, root: Path) -> None:
         expected += [f"waiting for job {SWEEP}-s{stage} (stage {stage})", f"decided after stage {stage}"]
     assert killed == expected
     assert dict(cluster.api.posts) == measured.posts and not cluster.api.conflicts  # every stage created once
-    got = _objects(s3, PREFIX)
-    assert [_comparable(d) for d in _documents(got)] == [_comparable(d) for d in measured.documents]
+    assert [_comparable(d) for d in _stored_documents(s3, PREFIX)] == [_comparable(d) for d in measured.documents]
     assert sorted(pods.replayed) == sorted(measured.pods)  # the same measurements as the uninterrupted sweep

@@ -23,6 +23,7 @@ from specbench.emulator import tp_truth as tt
 from specbench.sweep import staged
 from specbench.sweep.plan import Packing, Room
 from specbench.sweep.points import SweepVariant
+from tests.session_cache import once_per_session
 
 Q17 = tt.DRAFT
 KS = (1, 3, 8)
@@ -51,15 +52,25 @@ def config():
 
 
 @pytest.fixture(scope="module")
-def dense_measured():
-    """Every configuration of k = 1..8 measured once (each point is seeded by its configuration and
-    load, so a sweep of fewer k measures the same points: the grid and the staged sweep share them)."""
-    return {c: tt.simulate(TRUTH, c, DENSE) for c in [staged.BASELINE, *DENSE.candidates()]}
+def measured(tmp_path_factory):
+    """The configurations of k = 1, 3, 8 measured once."""
+    # Once per session, not per xdist worker (tests/session_cache.py): 12 configurations, 0.6 s of CPU.
+    return once_per_session(
+        tmp_path_factory, "sweep-tp-measured", lambda _: {c: tt.simulate(TRUTH, c, DENSE) for c in [staged.BASELINE, *SHAPE.candidates()]}
+    )
 
 
 @pytest.fixture(scope="module")
-def measured(dense_measured):
-    return {c: dense_measured[c] for c in [staged.BASELINE, *SHAPE.candidates()]}
+def dense_measured(tmp_path_factory, measured):
+    """Every configuration of k = 1..8 measured once (each point is seeded by its configuration and
+    load, so a sweep of fewer k measures the same points: the grid and the staged sweep share them).
+    Built on ``measured``, not the other way round: a process that runs only tests of k = 1, 3, 8
+    simulates their 12 configurations, not all 27 (about 50 ms of CPU each)."""
+    return once_per_session(
+        tmp_path_factory,
+        "sweep-tp-dense-measured",
+        lambda _: {c: measured[c] if c in measured else tt.simulate(TRUTH, c, DENSE) for c in [staged.BASELINE, *DENSE.candidates()]},
+    )
 
 
 def _points(measured):
@@ -158,6 +169,11 @@ def test_a_tp_whose_ranks_cannot_hold_the_model_is_refused():
 
 # --- the analysis: the ranking from measured points ---------------------------------------------------
 
+# The rankings order configurations by their point estimates and test the SLOs on medians; no check
+# here reads an interval, whose width is all the count changes (200 -> 50: 0.17 -> 0.06 s an analysis;
+# rank_configurations' default 2000 cost 0.25 s).
+RESAMPLES = 50
+
 
 def _truth_order(slo: tuple[float, float], load: str) -> tuple[list[str], set[str]]:
     costs = tt.truth_costs(TRUTH, SHAPE, load, WEIGHTS, *slo)
@@ -170,7 +186,7 @@ def test_the_ranking_from_measured_points_equals_the_truths(measured, slo):
     servers = {tp: tt.servers_per_node(tp) for tp in TPS}
     analysis = analyze_sweep(
         points,
-        resamples=200,
+        resamples=RESAMPLES,
         slo=_slo(slo),
         servers_per_node=tt.servers_per_node(tt.REFERENCE_TP),
         price=cost.NodePrice(35.76, "test"),
@@ -211,7 +227,9 @@ def test_the_ranking_changes_with_the_slo_as_the_truth_does(measured):
     and the cheapest is at TP 16, in the truth and in the measured ranking alike."""
     loose, tight = (_truth_order(slo, "c1")[0][0] for slo in (LOOSE, TIGHT_TTFT))
     assert (loose, tight) == ("q17b-k3-tp4", "q17b-k3-tp16")
-    ranked = sweep_mix.rank_configurations(_points(measured), WEIGHTS, 65.0, 55.0, cost.NodePrice(None), {0: 2, 4: 16, 16: 4})
+    ranked = sweep_mix.rank_configurations(
+        _points(measured), WEIGHTS, 65.0, 55.0, cost.NodePrice(None), {0: 2, 4: 16, 16: 4}, resamples=RESAMPLES
+    )
     assert ranked[0].best == "q17b-k3-tp16" and "node-hours per M output tokens" in ranked[0].text
 
 
