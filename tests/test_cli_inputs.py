@@ -202,10 +202,20 @@ def test_ctrl_c_exits_130_and_keeps_what_completed(tmp_path):
     with EmulatorServer(base) as baseline, EmulatorServer(spec) as speculative:
         args = emulated_run_args(baseline, speculative, tmp_path, "--run-id", "ctrlc", "--no-publish", "--test-case", "counting")
         args += ["--concurrency", "1", "--requests", "4", "--output-tokens", "20"]
-        process = subprocess.Popen([sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # A shell's background job (`make test &`, nohup, some CI runners) starts with SIGINT
+        # ignored, an ignored signal stays ignored across exec, and Python then installs no
+        # KeyboardInterrupt handler (signal(7), execve(2)): the run would rightly ignore the Ctrl-C. A
+        # handled signal is reset to its default at exec, so the child gets Ctrl-C as a terminal
+        # would give it, whatever this process inherited.
+        inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            # The live lists' lengths: ``server.truth`` would deep-copy every record at each poll.
-            assert wait_for(lambda: len(baseline.emulator.truth) >= 4 and len(speculative.emulator.truth) >= 4)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "specbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        finally:
+            signal.signal(signal.SIGINT, inherited)
+        try:
+            assert wait_for(lambda: len(baseline.truth) >= 4 and len(speculative.truth) >= 4)
             os.kill(process.pid, signal.SIGINT)
             _, err = process.communicate(timeout=60)
         finally:
