@@ -127,6 +127,15 @@ DAMAGES: tuple[Damage, ...] = (
     ),
     Damage("bytes that are not UTF-8", RECORDS, edit_line(2, lambda r: b'{"run_id": "\xff\xfe\x00"}'), drop_line(2), 2, DAMAGED),
     Damage("two records on one line", RECORDS, lambda d: d.replace(b"\n", b"", 1), drop_line(1), 1, DAMAGED),
+    # A carriage return is no line break (JSON Lines: "\n" only), on disk as in S3: one damaged line.
+    Damage(
+        "carriage return inside a record",
+        RECORDS,
+        edit_line(3, lambda r: json.dumps(r).encode().replace(b'{"', b"{\r", 1)),
+        drop_line(3),
+        3,
+        DAMAGED,
+    ),
     # JSON that is not a record.
     Damage("number stored as text", RECORDS, edit_line(5, lambda r: {**r, "ttft_s": str(r["ttft_s"])}), drop_line(5), 5, MALFORMED),
     Damage("integer stored as text", RECORDS, edit_line(6, _set(output_tokens="600")), drop_line(6), 6, MALFORMED),

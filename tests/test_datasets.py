@@ -131,6 +131,14 @@ def test_an_unreachable_source_and_a_missing_field_are_one_error_each(tmp_path):
     assert str(raised.value) == "dataset hub item 0: text_field 'question' must be a non-empty string"
 
 
+def test_a_jsonl_line_ends_at_a_newline_only_not_at_a_unicode_line_separator():
+    """A prompt may hold U+2028, U+0085 or U+001E raw (JSON allows it); a Windows file ends lines with CRLF."""
+    source = datasets.DatasetSource("d", "", "0" * 64, "MIT", "id", url="https://example.com/d.jsonl", text_field="text")
+    texts = ["one\u2028line", "next\x85line", "record\x1esep", "plain"]
+    data = "\r\n".join(json.dumps({"id": str(i), "text": t}, ensure_ascii=False) for i, t in enumerate(texts)).encode()
+    assert [item.text for item in datasets.parse_items(source, data)] == texts
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

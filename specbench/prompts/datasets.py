@@ -260,7 +260,9 @@ def parse_items(source: DatasetSource, data: bytes) -> list[PromptItem]:
             raise DatasetError(f"dataset {source.name}: not gzip data: {error}") from None
     try:
         text = data.decode("utf-8")
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()] if source.format == "jsonl" else json.loads(text)
+        # JSON Lines ends a line at "\n" only: str.splitlines() also breaks at U+2028, U+0085 and
+        # \x1c-\x1e, which JSON lets a string hold raw (scraped prompts do), and would cut a record.
+        rows = [json.loads(line) for line in text.split("\n") if line.strip()] if source.format == "jsonl" else json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise DatasetError(f"dataset {source.name}: not {source.format}: {error}") from None
     if not isinstance(rows, list):

@@ -96,7 +96,7 @@ class LocalStore:
             # old file or the new one, never half of one.
             fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:  # the text as it is, like S3
                     handle.write(text)
                     handle.flush()
                     os.fsync(handle.fileno())
@@ -109,7 +109,10 @@ class LocalStore:
             raise StoreError(f"cannot write {path}: {error.strerror or error}") from error
 
     def read_text(self, key: str) -> str:
-        return self.path(key).read_text(encoding="utf-8")
+        # The file's bytes decoded, as S3Store decodes an object's: never Python's universal
+        # newlines, which read a stray carriage return as the end of a line (a records file would
+        # count one line more on disk than in S3, and a damaged record would read as two).
+        return self.path(key).read_bytes().decode("utf-8")
 
     def keys(self, prefix: str = "") -> list[str]:
         base = self.root / prefix
@@ -155,7 +158,7 @@ class _FileJournal:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._file = open(path, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed in close()
         except OSError as error:
             raise StoreError(f"cannot write {path}: {error.strerror or error}") from error
         self._dirty = threading.Event()
