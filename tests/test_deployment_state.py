@@ -21,7 +21,7 @@ from config.sweep import first_job
 from config.sweep_decision import decision_settings
 from lambdas.aggregate import handler
 from specbench.aws_retry import Retrier
-from specbench.emulator.server import EmulatorServer, default_profiles
+from specbench.emulator.server import CLOCK, EmulatorServer, default_profiles
 from specbench.load.endpoints import NotReadyError, wait_ready
 from specbench.load.native import NativeEngine
 from specbench.load.types import Endpoint, LoadSpec
@@ -200,14 +200,21 @@ def test_wait_ready_tells_its_observer_every_poll_and_the_end():
     seen = []
     with EmulatorServer(late) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
         endpoints = [Endpoint("qwen-vllm", baseline.url), Endpoint("qwen-sd-vllm", speculative.url)]
-        asyncio.run(wait_ready(endpoints, MODEL, 5.0, poll_s=0.1, log=lambda line: None, observe=lambda *a: seen.append(a)))
+        # Each observation with when it came (the emulator's clock): the last, the ready one, must come
+        # 0.3 s after the server's own start at least. wait_ready's elapsed figure is counted from the
+        # wait's start, which comes after the server's, so it may be a little under 0.3 s.
+        def observe(*seen_now) -> None:
+            seen.append((*seen_now, CLOCK()))
+
+        asyncio.run(wait_ready(endpoints, MODEL, 5.0, poll_s=0.1, log=lambda line: None, observe=observe))
+        ready_at = baseline.emulator.started_s + late.ready_after_s
         dead = [Endpoint("qwen-vllm", "http://127.0.0.1:9"), Endpoint("qwen-sd-vllm", speculative.url)]
         gave_up = []
         with pytest.raises(NotReadyError):
             asyncio.run(wait_ready(dead, MODEL, 0.2, poll_s=0.1, log=lambda line: None, observe=lambda *a: gave_up.append(a)))
     first, last = seen[0], seen[-1]
     assert first[0]["qwen-vllm"] == "/health answered 503" and first[0]["qwen-sd-vllm"] is None and first[2] is False
-    assert last[0] == {"qwen-vllm": None, "qwen-sd-vllm": None} and last[2] is True and last[1] >= 0.3
+    assert last[0] == {"qwen-vllm": None, "qwen-sd-vllm": None} and last[2] is True and last[3] >= ready_at
     assert [a[1] for a in seen] == sorted(a[1] for a in seen) and not any(a[2] for a in seen[:-1])
     assert gave_up[-1][2] is True and gave_up[-1][0]["qwen-vllm"].startswith("unreachable") and gave_up[-1][1] >= 0.2
 
@@ -223,6 +230,9 @@ def test_the_benchmarks_wait_reaches_the_dashboard_row(tmp_path, monkeypatch):
         endpoints = (Endpoint(runs.BASELINE, baseline.url), Endpoint(runs.SPECULATIVE, speculative.url))
         plan = RunPlan(endpoints, DEFAULT_SUITE.select(["json"]), LoadSpec(MODEL, 8, 2, 2, 10.0), 64, "native", 5.0)
         publisher = ReadinessPublisher.for_region(NAMESPACE, REGION)  # what the run command makes (boto3's client: moto's here)
+        # The late service starts loading now, not before moto's set-up above (a few tenths of a second
+        # on a busy machine): the benchmark's first poll must find it still loading.
+        baseline.emulator.started_s = CLOCK()
         result = asyncio.run(Runner(plan, NativeEngine(), RunStore(LocalStore(tmp_path), "r1"), progress=False, readiness=publisher).run())
         assert result.status == "completed" and publisher.calls == 2 and publisher.failures == 0  # first poll, then all ready
         listed = cloudwatch.list_metrics(Namespace=NAMESPACE, MetricName=DS.SERVICE_STATE)["Metrics"]
