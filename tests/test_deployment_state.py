@@ -200,6 +200,7 @@ def test_wait_ready_tells_its_observer_every_poll_and_the_end():
     seen = []
     with EmulatorServer(late) as baseline, EmulatorServer(profiles["qwen-sd-vllm"]) as speculative:
         endpoints = [Endpoint("qwen-vllm", baseline.url), Endpoint("qwen-sd-vllm", speculative.url)]
+
         # Each observation with when it came (the emulator's clock): the last, the ready one, must come
         # 0.3 s after the server's own start at least. wait_ready's elapsed figure is counted from the
         # wait's start, which comes after the server's, so it may be a little under 0.3 s.
