@@ -202,13 +202,15 @@ def test_wait_ready_tells_its_observer_every_poll_and_the_end():
         endpoints = [Endpoint("qwen-vllm", baseline.url), Endpoint("qwen-sd-vllm", speculative.url)]
 
         # Each observation with when it came (the emulator's clock): the last, the ready one, must come
-        # 0.3 s after the server's own start at least. wait_ready's elapsed figure is counted from the
-        # wait's start, which comes after the server's, so it may be a little under 0.3 s.
+        # 0.3 s after the late service started loading. wait_ready's elapsed figure counts from the
+        # wait's start, after the service's, so it may be a little under 0.3 s. The service starts
+        # loading here, not when its thread started: the first poll must find it loading on a busy machine too.
         def observe(*seen_now) -> None:
             seen.append((*seen_now, CLOCK()))
 
-        asyncio.run(wait_ready(endpoints, MODEL, 5.0, poll_s=0.1, log=lambda line: None, observe=observe))
+        baseline.emulator.started_s = CLOCK()
         ready_at = baseline.emulator.started_s + late.ready_after_s
+        asyncio.run(wait_ready(endpoints, MODEL, 5.0, poll_s=0.1, log=lambda line: None, observe=observe))
         dead = [Endpoint("qwen-vllm", "http://127.0.0.1:9"), Endpoint("qwen-sd-vllm", speculative.url)]
         gave_up = []
         with pytest.raises(NotReadyError):
