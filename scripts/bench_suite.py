@@ -13,7 +13,9 @@ wall time into start-up and collection, test bodies on CPU, test bodies waiting 
 loopback servers, sleeps, a synthesis not yet done, jsii's Node.js process), and idle (no test
 running: waiting for the other worker at the end); then the syntheses, the slowest files, and how
 many cores the whole machine kept busy in each second of the run. CPU and wall figures are both
-printed: on a shared machine only the CPU figures compare.
+printed: on a shared machine only the CPU figures compare. Across machines, or days of one virtual
+machine, not even those do: a fixed workload timed before and after the suite (the yardstick) gives
+the suite's CPU in yardsticks, which does.
 """
 
 from __future__ import annotations
@@ -233,6 +235,30 @@ def _sample_every_second(samples: list[tuple[int, int]], stop: threading.Event) 
             return
 
 
+def yardstick_work() -> int:
+    """A fixed pure-Python workload of the suite's kinds (loops and arithmetic, dicts and strings,
+    JSON, compiling source): the same instructions on every machine, so its CPU time measures the
+    machine. Returns a checksum of what it computed, so none of it can be skipped."""
+    total = 0
+    for i in range(600_000):
+        total += i % 7
+    table = {f"key-{i}": [i, str(i), {"v": i * 0.5}] for i in range(30_000)}
+    text = json.dumps(table)
+    total += len(json.loads(text)) + len(text)
+    source = "\n".join(f"def f{i}(x):\n    return [x * {i} for _ in range(3)]" for i in range(600))
+    return total + len(compile(source, "<yardstick>", "exec").co_consts)
+
+
+def yardstick(runs: int = 5) -> tuple[float, int]:
+    """The workload's CPU seconds on this machine (the median of ``runs``) and its checksum."""
+    times, checksum = [], 0
+    for _ in range(runs):
+        started = time.process_time()
+        checksum = yardstick_work()
+        times.append(time.process_time() - started)
+    return sorted(times)[len(times) // 2], checksum
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -242,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="a folder to keep the timelines in (one JSON Lines file per process)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     args = parser.parse_args(argv)
+    yardstick_before, _ = yardstick()
     with tempfile.TemporaryDirectory(prefix="suite-profile-") as folder:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env[PROFILE_DIR_ENV] = folder
@@ -263,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         total_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         print(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "(no pytest output)")
         print(report(_read(Path(folder)), wall, total_cpu))
+        per_yardstick = (yardstick_before + yardstick()[0]) / 2
+        print(
+            f"\nmachine yardstick (yardstick_work, median of 5 before and after the suite): {yardstick_before:.3f} s before,"
+            f" {per_yardstick:.3f} s on average; the suite's CPU is {total_cpu / per_yardstick:,.0f} yardsticks"
+        )
         if len(samples) > 1:
             shown = " ".join(f"{value:.1f}" for value in busy_cores(samples, os.cpu_count() or 1))
             print(f"\ncores busy, each second of the run (the whole machine, /proc/stat): {shown}")

@@ -8,7 +8,9 @@ import json
 import math
 import os
 
-from scripts.bench_suite import _bash_times, _read, busy_cores, machine_cpu, report
+from scripts.bench_suite import _bash_times, _read, busy_cores, machine_cpu, report, yardstick
+
+CHECKSUM = 3_185_046  # yardstick_work()'s: see test_the_yardstick_is_the_same_work_on_every_machine
 
 
 def test_bash_times_gives_the_childrens_cpu():
@@ -74,3 +76,11 @@ def test_cores_busy_each_second_from_the_machines_cpu_ticks():
     assert busy_cores(samples[:1], 2) == []
     sample = machine_cpu()
     assert sample is None or (sample[0] >= sample[1] >= 0)
+
+
+def test_the_yardstick_is_the_same_work_on_every_machine():
+    """Its checksum pinned: a changed workload would make figures in yardsticks from before and after
+    incomparable (docs/performance.md), so changing it means changing this value and those figures."""
+    seconds, checksum = yardstick(runs=1)
+    assert checksum == CHECKSUM
+    assert seconds > 0
