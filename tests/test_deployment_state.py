@@ -208,8 +208,7 @@ def test_wait_ready_tells_its_observer_every_poll_and_the_end():
         def observe(*seen_now) -> None:
             seen.append((*seen_now, CLOCK()))
 
-        baseline.emulator.started_s = CLOCK()
-        ready_at = baseline.emulator.started_s + late.ready_after_s
+        ready_at = baseline.emulator.start_loading() + late.ready_after_s
         asyncio.run(wait_ready(endpoints, MODEL, 5.0, poll_s=0.1, log=lambda line: None, observe=observe))
         dead = [Endpoint("qwen-vllm", "http://127.0.0.1:9"), Endpoint("qwen-sd-vllm", speculative.url)]
         gave_up = []
@@ -235,7 +234,7 @@ def test_the_benchmarks_wait_reaches_the_dashboard_row(tmp_path, monkeypatch):
         publisher = ReadinessPublisher.for_region(NAMESPACE, REGION)  # what the run command makes (boto3's client: moto's here)
         # The late service starts loading now, not before moto's set-up above (a few tenths of a second
         # on a busy machine): the benchmark's first poll must find it still loading.
-        baseline.emulator.started_s = CLOCK()
+        baseline.emulator.start_loading()
         result = asyncio.run(Runner(plan, NativeEngine(), RunStore(LocalStore(tmp_path), "r1"), progress=False, readiness=publisher).run())
         assert result.status == "completed" and publisher.calls == 2 and publisher.failures == 0  # first poll, then all ready
         listed = cloudwatch.list_metrics(Namespace=NAMESPACE, MetricName=DS.SERVICE_STATE)["Metrics"]

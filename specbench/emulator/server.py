@@ -819,6 +819,13 @@ class Emulator:
     def set_faults(self, faults: Mapping[int, str]) -> None:
         self.faults = validate_faults(faults)
 
+    def start_loading(self) -> float:
+        """Begin loading now, as a restarted vLLM server does: the API answers 503 for the profile's
+        ``ready_after_s`` from here (/metrics at once). One attribute written, so safe from any thread.
+        When it began, on CLOCK."""
+        self.started_s = CLOCK()
+        return self.started_s
+
     def _zero_counters(self) -> Counters:
         return Counters(accepted_per_pos=[0] * self.profile.num_speculative_tokens)
 
