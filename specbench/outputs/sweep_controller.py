@@ -35,6 +35,7 @@ from typing import Any
 from specbench.jsonfile import dumps
 from specbench.outputs import sweep_next
 from specbench.outputs.stage_job import StageJobError, group_job_name, stage_groups, stage_job, tp_suffix
+from specbench.results.store import PollingReader, S3Store
 from specbench.sweep import checked, staged
 from specbench.sweep.jobs_api import ACCOUNT, IN_CLUSTER, JobsApi, JobsApiError, job_state
 from specbench.sweep.plan import Estimates, Packing, Room
@@ -279,7 +280,12 @@ def run(
     sleep: Callable[[float], None] = time.sleep,
     log: Callable[[str], None] = print,
 ) -> Outcome:
-    """Steps until an outcome; a step that only waits sleeps ``poll_s`` first. Bounded by ``max_steps``."""
+    """Steps until an outcome; a step that only waits sleeps ``poll_s`` first. Bounded by ``max_steps``.
+    Each step lists the sweep's objects and reads every point's files: on S3 an object already read
+    at the ETag listed now is not fetched again (PollingReader), so a poll of a stage still running
+    costs its listing and the objects written since the last poll."""
+    if isinstance(store, S3Store):
+        store = PollingReader(store)
     for _ in range(max_steps):
         did, outcome = step(api, store, sweep_id, inputs, first_job or sweep_id, resamples)
         log(f"sweep control: {did}")

@@ -259,10 +259,15 @@ class S3Store:
         return self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)["Body"].read().decode("utf-8")
 
     def keys(self, prefix: str = "") -> list[str]:
-        found = []
+        return sorted(self.versions(prefix))
+
+    def versions(self, prefix: str = "") -> dict[str, str]:
+        """keys(prefix), each with its object's ETag as the listing gives it (ListObjectsV2's
+        ``Contents[].ETag``): a PUT of other bytes gives another ETag."""
+        found = {}
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-            found.extend(item["Key"][len(self.prefix) :] for item in page.get("Contents", []))
-        return sorted(found)
+            found.update((item["Key"][len(self.prefix) :], item["ETag"]) for item in page.get("Contents", []))
+        return found
 
     def journal(self, key: str) -> Journal:
         return _ObjectJournal(self, key)
@@ -310,6 +315,45 @@ class _ObjectJournal:
     def close(self) -> None:
         self._wake.put(False)
         self._thread.join()
+
+
+class PollingReader:
+    """An S3Store read again and again by one poller (the sweep controller, each minute, every
+    point's files): a listing brings each key's ETag (``S3Store.versions``), and a key read before at
+    the ETag listed now is not fetched again. A poll sees what it would have read: other bytes have
+    another ETag and are fetched anew, and a key not listed yet is fetched as the store has it.
+    Writes and everything else go to the store. Not for a LocalStore: a file read costs what its
+    stat does, and a file's times cannot tell two writes within one clock tick apart."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.location = store, store.location
+        self._listed: dict[str, str] = {}
+        self._read: dict[str, tuple[str, str]] = {}  # key -> (the version listed when it was read, its text)
+
+    def keys(self, prefix: str = "") -> list[str]:
+        listed = self.store.versions(prefix)
+        for key in [k for k in self._listed if k.startswith(prefix) and k not in listed]:
+            del self._listed[key]  # gone from the store: forget it
+            self._read.pop(key, None)
+        self._listed.update(listed)
+        return sorted(listed)
+
+    def read_text(self, key: str) -> str:
+        version = self._listed.get(key)
+        cached = self._read.get(key)
+        if version is not None and cached is not None and cached[0] == version:
+            return cached[1]
+        text = self.store.read_text(key)
+        if version is not None:
+            self._read[key] = (version, text)
+        return text
+
+    def write_text(self, key: str, text: str) -> None:
+        self._read.pop(key, None)
+        self.store.write_text(key, text)
+
+    def __getattr__(self, name: str) -> Any:  # writer_alive, lock, journal: the store's own
+        return getattr(self.store, name)
 
 
 def open_store(location: str, region: str | None = None, s3_client: Any = None) -> ResultsStore:
