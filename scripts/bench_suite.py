@@ -144,6 +144,11 @@ def _syntheses(assemblies: Path) -> list[tuple[str, float, float, float]]:
     return found
 
 
+def _most(events: list[dict], field: str) -> float:
+    """A process's CPU (``cpu``: its own; ``children``: of the children it waited for) by its last mark."""
+    return max((event[field] for event in events), default=0.0)
+
+
 def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> str:
     workers = {name: events for name, events in timelines.items() if name != "controller"}
     session_start = min(events[0]["t"] for events in timelines.values())
@@ -151,6 +156,9 @@ def report(timelines: dict[str, list[dict]], wall: float, total_cpu: float) -> s
     cores = os.cpu_count() or 1
     lines = [
         f"wall {wall:.1f} s, CPU of the whole process tree {total_cpu:.1f} s ({cores} cores: {total_cpu / wall / cores:.0%} busy)",
+        f"the workers' own CPU {sum(_most(e, 'cpu') for e in workers.values()):.1f} s, their child processes'"
+        f" {sum(_most(e, 'children') for e in workers.values()):.1f} s;"
+        f" the controller's own {_most(timelines.get('controller', []), 'cpu'):.1f} s",
         "",
         "| worker | start-up + collection s (CPU s) | tests on CPU s | tests waiting s | idle s | tests |",
         "| --- | --- | --- | --- | --- | --- |",

@@ -67,6 +67,7 @@ def test_each_workers_wall_time_is_split_into_start_up_cpu_waiting_and_idle(tmp_
     assert "syntheses 15.0 s CPU; lint tests (cfn-lint, cdk-nag report, ruff) 1.0 s wall, 1.0 s CPU; test bodies 3.5 s CPU" in lines
     assert "| tests/test_a.py | 4.0 | 2.5 | 1 |" in lines
     assert lines[0].startswith("wall 40.0 s, CPU of the whole process tree 50.0 s")
+    assert lines[1] == "the workers' own CPU 4.5 s, their child processes' 0.5 s; the controller's own 0.0 s"
 
 
 def test_cores_busy_each_second_from_the_machines_cpu_ticks():

@@ -320,27 +320,24 @@ class _ObjectJournal:
 class PollingReader:
     """An S3Store read again and again by one poller (the sweep controller, each minute, every
     point's files): a listing brings each key's ETag (``S3Store.versions``), and a key read before at
-    the ETag listed now is not fetched again. A poll sees what it would have read: other bytes have
-    another ETag and are fetched anew, and a key not listed yet is fetched as the store has it.
-    Writes and everything else go to the store. Not for a LocalStore: a file read costs what its
-    stat does, and a file's times cannot tell two writes within one clock tick apart."""
+    the ETag its last listing gave is not fetched again. So a read right after a listing returns what
+    the store held then, as a plain read would: other bytes have another ETag and are fetched anew,
+    and a key never listed is fetched every time. The sweep's Jobs never delete an object, and a key
+    deleted and put again is listed with its new ETag. Not for a LocalStore: a file read costs what
+    its stat does, and a file's times cannot tell two writes within one clock tick apart."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: S3Store) -> None:
         self.store, self.location = store, store.location
-        self._listed: dict[str, str] = {}
-        self._read: dict[str, tuple[str, str]] = {}  # key -> (the version listed when it was read, its text)
+        self._listed: dict[str, str] = {}  # key -> its ETag in the last listing that named it
+        self._read: dict[str, tuple[str, str]] = {}  # key -> (the ETag listed when it was read, its text)
 
     def keys(self, prefix: str = "") -> list[str]:
         listed = self.store.versions(prefix)
-        for key in [k for k in self._listed if k.startswith(prefix) and k not in listed]:
-            del self._listed[key]  # gone from the store: forget it
-            self._read.pop(key, None)
         self._listed.update(listed)
         return sorted(listed)
 
     def read_text(self, key: str) -> str:
-        version = self._listed.get(key)
-        cached = self._read.get(key)
+        version, cached = self._listed.get(key), self._read.get(key)
         if version is not None and cached is not None and cached[0] == version:
             return cached[1]
         text = self.store.read_text(key)
@@ -352,8 +349,8 @@ class PollingReader:
         self._read.pop(key, None)
         self.store.write_text(key, text)
 
-    def __getattr__(self, name: str) -> Any:  # writer_alive, lock, journal: the store's own
-        return getattr(self.store, name)
+    def writer_alive(self, key: str) -> bool | None:
+        return self.store.writer_alive(key)
 
 
 def open_store(location: str, region: str | None = None, s3_client: Any = None) -> ResultsStore:
